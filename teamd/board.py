@@ -1,0 +1,240 @@
+"""The shared task board: `.tasks/{team}/{id}.json` (CONTRACT.md section 5).
+
+Every change happens under the board lock. Ids come from `.highwatermark`, advanced and
+fsynced before the task file is written, so an id is never handed out twice nor reused.
+`blocked_by` is the authoritative side of a dependency; `blocks` is kept in step.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from teamd import events, files
+from teamd.errors import BadInput
+from teamd.files import Json
+from teamd.layout import Workspace
+
+STATUSES = ("pending", "in_progress", "completed")
+UNSET: Any = object()  # "leave the owner alone", distinct from None ("no owner")
+
+
+@contextmanager
+def locked(ws: Workspace, team: str) -> Iterator[None]:
+    folder = ws.tasks_dir(team)
+    if not folder.is_dir():
+        raise BadInput(f"unknown team {team!r}")
+    with files.lock(ws.board_lock(team)):
+        yield
+
+
+def _load_all(ws: Workspace, team: str) -> dict[int, Json]:
+    tasks: dict[int, Json] = {}
+    folder = ws.tasks_dir(team)
+    if not folder.is_dir():
+        return tasks
+    for path in folder.glob("*.json"):
+        if path.stem.isdigit():
+            task = files.read_json(path)
+            if task is not None:
+                tasks[int(task["id"])] = task
+    return tasks
+
+
+def list_tasks(ws: Workspace, team: str) -> list[Json]:
+    """Every task, in id order."""
+    if not ws.tasks_dir(team).is_dir():
+        raise BadInput(f"unknown team {team!r}")
+    return [t for _, t in sorted(_load_all(ws, team).items())]
+
+
+def get(ws: Workspace, team: str, task_id: int) -> Json:
+    task = files.read_json(ws.task(team, task_id))
+    if task is None:
+        if not ws.tasks_dir(team).is_dir():
+            raise BadInput(f"unknown team {team!r}")
+        raise BadInput(f"unknown task #{task_id} in team {team!r}")
+    return task
+
+
+def _save(ws: Workspace, team: str, task: Json) -> None:
+    task["updated_at"] = time.time()
+    files.write_json(ws.task(team, task["id"]), task)
+
+
+def _next_id(ws: Workspace, team: str, tasks: dict[int, Json]) -> int:
+    hwm_path = ws.highwatermark(team)
+    try:
+        hwm = int(hwm_path.read_text().strip() or 0)
+    except FileNotFoundError:
+        hwm = 0
+    except ValueError:
+        hwm = 0  # unreadable: the highest id on disk still counts below
+    new = max([hwm, *tasks]) + 1
+    files.atomic_write_bytes(hwm_path, f"{new}\n".encode())
+    return new
+
+
+def _depends_on(tasks: dict[int, Json], start: int, target: int) -> bool:
+    """Does `start` (transitively) wait on `target` through blocked_by?"""
+    stack, seen = [start], set()
+    while stack:
+        tid = stack.pop()
+        if tid == target:
+            return True
+        if tid in seen or tid not in tasks:
+            continue
+        seen.add(tid)
+        stack.extend(int(b) for b in tasks[tid]["blocked_by"])
+    return False
+
+
+def _check_edges(tasks: dict[int, Json], task_id: int, blockers: Iterable[int],
+                 dependents: Iterable[int]) -> list[tuple[int, int]]:
+    """Validate new edges (waiter, blocker) and return them; refuse a cycle or a missing task."""
+    edges = [(task_id, int(b)) for b in blockers] + [(int(d), task_id) for d in dependents]
+    for waiter, blocker in edges:
+        for tid in (waiter, blocker):
+            if tid not in tasks:
+                raise BadInput(f"unknown task #{tid}")
+        if waiter == blocker:
+            raise BadInput(f"task #{waiter} cannot be blocked by itself")
+        if _depends_on(tasks, blocker, waiter):
+            raise BadInput(f"task #{waiter} blocked by #{blocker} would make a cycle")
+    return edges
+
+
+def _link(tasks: dict[int, Json], edges: list[tuple[int, int]]) -> set[int]:
+    changed = set()
+    for waiter, blocker in edges:
+        if blocker not in tasks[waiter]["blocked_by"]:
+            tasks[waiter]["blocked_by"] = sorted([*tasks[waiter]["blocked_by"], blocker])
+            changed.add(waiter)
+        if waiter not in tasks[blocker]["blocks"]:
+            tasks[blocker]["blocks"] = sorted([*tasks[blocker]["blocks"], waiter])
+            changed.add(blocker)
+    return changed
+
+
+def create(ws: Workspace, team: str, subject: str, description: str = "",
+           blocked_by: Iterable[int] = (), created_by: str = "lead") -> Json:
+    subject = subject.strip() if isinstance(subject, str) else ""
+    if not subject:
+        raise BadInput("a task needs a subject")
+    blockers = sorted({int(b) for b in blocked_by})
+    with locked(ws, team):
+        tasks = _load_all(ws, team)
+        for b in blockers:
+            if b not in tasks:
+                raise BadInput(f"unknown task #{b} in --blocked-by")
+        now = time.time()
+        task_id = _next_id(ws, team, tasks)
+        task: Json = {"schema": 1, "id": task_id, "subject": subject,
+                      "description": description, "status": "pending", "owner": None,
+                      "blocked_by": [], "blocks": [], "created_by": created_by,
+                      "created_at": now, "updated_at": now, "claimed_at": None,
+                      "completed_at": None}
+        tasks[task_id] = task
+        changed = _link(tasks, _check_edges(tasks, task_id, blockers, ()))
+        _save(ws, team, task)
+        for tid in changed - {task_id}:
+            _save(ws, team, tasks[tid])
+        events.emit(ws, team, "task_created", member=created_by, task_id=task_id,
+                    subject=subject, blocked_by=task["blocked_by"])
+    return task
+
+
+def update(ws: Workspace, team: str, task_id: int, *, status: str | None = None,
+           owner: Any = UNSET, add_blocked_by: Iterable[int] = (),
+           add_blocks: Iterable[int] = (), actor: str = "lead") -> Json:
+    """Change a task. `owner=None` clears the owner; leaving it out leaves it alone."""
+    if status is not None and status not in STATUSES:
+        raise BadInput(f"unknown task status {status!r}; one of: {', '.join(STATUSES)}")
+    with locked(ws, team):
+        tasks = _load_all(ws, team)
+        if task_id not in tasks:
+            raise BadInput(f"unknown task #{task_id} in team {team!r}")
+        task = tasks[task_id]
+        edges = _check_edges(tasks, task_id, add_blocked_by, add_blocks)
+        changes: dict[str, Any] = {}
+        now = time.time()
+        if owner is not UNSET and owner != task["owner"]:
+            task["owner"] = changes["owner"] = owner
+        if status is not None and status != task["status"]:
+            task["status"] = changes["status"] = status
+            if status == "in_progress" and task["claimed_at"] is None:
+                task["claimed_at"] = now
+            task["completed_at"] = now if status == "completed" else None
+        changed = _link(tasks, edges)
+        if edges:
+            changes["blocked_by"] = task["blocked_by"]
+            changes["blocks"] = task["blocks"]
+        if changes or changed:
+            _save(ws, team, task)
+            for tid in changed - {task_id}:
+                _save(ws, team, tasks[tid])
+            name = "task_completed" if changes.get("status") == "completed" else "task_updated"
+            events.emit(ws, team, name, member=actor, task_id=task_id, **changes)
+    return task
+
+
+def is_claimable(tasks: dict[int, Json], task: Json, member: str | None = None) -> bool:
+    """Pending, unblocked, and either unowned or (for `member`) already given to it."""
+    if task["status"] != "pending":
+        return False
+    if task["owner"] is not None and task["owner"] != member:
+        return False
+    return all(tasks.get(int(b), {}).get("status") == "completed" for b in task["blocked_by"])
+
+
+def claimable(ws: Workspace, team: str, member: str | None = None) -> list[Json]:
+    """Tasks `member` could claim now (unowned ones, plus those already given to it)."""
+    tasks = _load_all(ws, team)
+    return [t for _, t in sorted(tasks.items()) if is_claimable(tasks, t, member)]
+
+
+def claim(ws: Workspace, team: str, member: str, task_id: int | None = None) -> Json | None:
+    """Claim `task_id`, or the best claimable task: one already given to `member` first,
+    else the lowest unowned id. Re-checked under the board lock: no two owners, ever."""
+    with locked(ws, team):
+        tasks = _load_all(ws, team)
+        if task_id is not None:
+            if task_id not in tasks:
+                raise BadInput(f"unknown task #{task_id} in team {team!r}")
+            candidates = [tasks[task_id]] if is_claimable(tasks, tasks[task_id], member) else []
+        else:
+            ready = [t for _, t in sorted(tasks.items()) if is_claimable(tasks, t, member)]
+            candidates = [t for t in ready if t["owner"] == member] or ready
+        if not candidates:
+            return None
+        task = candidates[0]
+        now = time.time()
+        task.update(owner=member, status="in_progress", claimed_at=now)
+        _save(ws, team, task)
+        events.emit(ws, team, "task_claimed", member=member, task_id=task["id"],
+                    owner=member, status="in_progress")
+        return task
+
+
+def release(ws: Workspace, team: str, member: str) -> list[int]:
+    """A member left for good: its unfinished tasks go back to pending with no owner."""
+    if not ws.tasks_dir(team).is_dir():
+        return []
+    released = []
+    with locked(ws, team):
+        for tid, task in sorted(_load_all(ws, team).items()):
+            if task["owner"] == member and task["status"] != "completed":
+                task.update(owner=None, status="pending")
+                _save(ws, team, task)
+                released.append(tid)
+                events.emit(ws, team, "task_released", member=member, task_id=tid,
+                            owner=None, status="pending")
+    return released
+
+
+def current_task(tasks: Iterable[Json], member: str) -> int | None:
+    """The lowest in_progress task id `member` owns."""
+    ids = [int(t["id"]) for t in tasks if t["owner"] == member and t["status"] == "in_progress"]
+    return min(ids) if ids else None

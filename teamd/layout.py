@@ -1,0 +1,135 @@
+"""Every path of a workspace, and name validation.
+
+A workspace is one root folder (`--root`, else `$TEAMD_ROOT`, else the current directory)
+holding `.teams/` and `.tasks/` as laid out in CONTRACT.md section 2. Nothing else in the
+package builds a path by hand: it asks a `Workspace`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from teamd.errors import BadInput
+
+NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,47}$")
+LEAD = "lead"
+SUPERVISOR = "teamd"  # reserved: the supervisor's name as a sender
+ROOT_ENV = "TEAMD_ROOT"
+
+
+def validate_name(name: str, what: str = "name") -> str:
+    """Return `name` if it is a valid team or member name, else raise BadInput."""
+    if not isinstance(name, str) or not NAME_RE.fullmatch(name):
+        shown = repr(name) if isinstance(name, str) else type(name).__name__
+        raise BadInput(
+            f"invalid {what} {shown}: use 1-48 characters a-z, 0-9, '_' or '-', "
+            "starting with a letter or digit"
+        )
+    return name
+
+
+def validate_member_name(name: str) -> str:
+    validate_name(name, "member name")
+    if name == SUPERVISOR:
+        raise BadInput(f"member name {name!r} is reserved for the supervisor")
+    return name
+
+
+def resolve_root(root: str | os.PathLike[str] | None = None) -> Path:
+    """The workspace root: the argument, else $TEAMD_ROOT, else the current directory."""
+    chosen = root if root is not None else os.environ.get(ROOT_ENV) or os.getcwd()
+    return Path(chosen).expanduser().absolute()
+
+
+@dataclass(frozen=True)
+class Workspace:
+    root: Path
+
+    @classmethod
+    def at(cls, root: str | os.PathLike[str] | None = None) -> Workspace:
+        return cls(resolve_root(root))
+
+    # -- workspace-wide ----------------------------------------------------------------
+    @property
+    def settings_file(self) -> Path:
+        return self.root / "teamd.toml"
+
+    @property
+    def teams_dir(self) -> Path:
+        return self.root / ".teams"
+
+    @property
+    def tasks_root(self) -> Path:
+        return self.root / ".tasks"
+
+    @property
+    def supervisor_lock(self) -> Path:
+        return self.teams_dir / "teamd.lock"
+
+    @property
+    def supervisor_info(self) -> Path:
+        return self.teams_dir / "teamd.json"
+
+    def team_names(self) -> list[str]:
+        """Teams on disk (folders holding a config.json), sorted."""
+        if not self.teams_dir.is_dir():
+            return []
+        return sorted(
+            p.name
+            for p in self.teams_dir.iterdir()
+            if NAME_RE.fullmatch(p.name) and (p / "config.json").is_file()
+        )
+
+    # -- one team ----------------------------------------------------------------------
+    def team_dir(self, team: str) -> Path:
+        return self.teams_dir / validate_name(team, "team name")
+
+    def config(self, team: str) -> Path:
+        return self.team_dir(team) / "config.json"
+
+    def inbox(self, team: str, member: str) -> Path:
+        return self.team_dir(team) / f"{validate_name(member, 'member name')}_inbox.jsonl"
+
+    def requests_dir(self, team: str) -> Path:
+        return self.team_dir(team) / "requests"
+
+    def request(self, team: str, request_id: str) -> Path:
+        if not re.fullmatch(r"[A-Za-z0-9_-]{1,64}", request_id or ""):
+            raise BadInput(f"invalid request id {request_id!r}")
+        return self.requests_dir(team) / f"{request_id}.json"
+
+    def sessions_dir(self, team: str) -> Path:
+        return self.team_dir(team) / "sessions"
+
+    def session(self, team: str, member: str) -> Path:
+        return self.sessions_dir(team) / f"{validate_name(member, 'member name')}.jsonl"
+
+    def transcripts_dir(self, team: str) -> Path:
+        return self.team_dir(team) / "transcripts"
+
+    def logs_dir(self, team: str) -> Path:
+        return self.team_dir(team) / "logs"
+
+    def member_log(self, team: str, member: str) -> Path:
+        return self.logs_dir(team) / f"{validate_name(member, 'member name')}.log"
+
+    def events(self, team: str) -> Path:
+        return self.team_dir(team) / "events.jsonl"
+
+    def tasks_dir(self, team: str) -> Path:
+        return self.tasks_root / validate_name(team, "team name")
+
+    def task(self, team: str, task_id: int) -> Path:
+        return self.tasks_dir(team) / f"{int(task_id)}.json"
+
+    def highwatermark(self, team: str) -> Path:
+        return self.tasks_dir(team) / ".highwatermark"
+
+    def board_lock(self, team: str) -> Path:
+        return self.tasks_dir(team) / "board"
+
+    def team_exists(self, team: str) -> bool:
+        return self.config(team).is_file()

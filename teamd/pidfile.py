@@ -1,0 +1,53 @@
+"""Who supervises this root: `.teams/teamd.lock` (flock) and `.teams/teamd.json`.
+
+The flock is the truth (the kernel drops it when the supervisor dies); `teamd.json` says
+which process holds it, checked against its start time so a reused pid never counts.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+import filelock
+import psutil
+
+from teamd import files
+from teamd.errors import BadInput
+from teamd.files import Json
+from teamd.layout import Workspace
+
+
+def running(ws: Workspace) -> Json | None:
+    """The live supervisor's record, or None when no supervisor runs for this root."""
+    info = files.read_json(ws.supervisor_info) if ws.supervisor_info.exists() else None
+    if not info:
+        return None
+    try:
+        proc = psutil.Process(int(info["pid"]))
+        if abs(proc.create_time() - float(info["create_time"])) > 0.01:
+            return None
+        if proc.status() == psutil.STATUS_ZOMBIE:
+            return None
+    except (psutil.Error, KeyError, TypeError, ValueError):
+        return None
+    return info
+
+
+def claim(ws: Workspace, version: str) -> filelock.FileLock:
+    """Take the supervisor lock for this root or raise BadInput naming the holder."""
+    files.ensure_dir(ws.teams_dir)
+    lock = filelock.FileLock(str(ws.supervisor_lock), timeout=0, mode=files.FILE_MODE,
+                             preserve_lock_file=True)
+    try:
+        lock.acquire()
+    except filelock.Timeout:
+        holder = running(ws)
+        who = f" (pid {holder['pid']})" if holder else ""
+        raise BadInput(f"another teamd already supervises {ws.root}{who}") from None
+    me = psutil.Process(os.getpid())
+    record: dict[str, Any] = {"schema": 1, "pid": me.pid, "create_time": me.create_time(),
+                              "started_at": time.time(), "version": version}
+    files.write_json(ws.supervisor_info, record)
+    return lock

@@ -1,0 +1,91 @@
+"""Shutdown and plan-approval requests: `.teams/{team}/requests/{request_id}.json`.
+
+A record is opened `pending` and answered exactly once: the answer is a compare-and-set
+from `pending` under the record's lock, so a second answer is refused (CONTRACT.md §6).
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+
+from teamd import events, files
+from teamd.errors import BadInput
+from teamd.files import Json
+from teamd.layout import Workspace
+
+KINDS = ("shutdown", "plan_approval")
+
+
+def new_id(kind: str) -> str:
+    return f"{'plan' if kind == 'plan_approval' else kind}-{secrets.token_hex(5)}"
+
+
+def open_request(ws: Workspace, team: str, kind: str, sender: str, recipient: str, *,
+                 reason: str | None = None, plan: str | None = None,
+                 request_id: str | None = None) -> Json:
+    if kind not in KINDS:
+        raise BadInput(f"unknown request kind {kind!r}")
+    rid = request_id or new_id(kind)
+    record: Json = {"schema": 1, "request_id": rid, "kind": kind, "sender": sender,
+                    "recipient": recipient, "status": "pending", "created_at": time.time(),
+                    "resolved_at": None, "reason": reason, "plan": plan, "feedback": None}
+    path = ws.request(team, rid)
+    files.ensure_dir(path.parent)
+    with files.lock(path):
+        if path.exists():
+            raise BadInput(f"request {rid!r} already exists")
+        files.write_json(path, record)
+    events.emit(ws, team, "request_opened", member=sender, request_id=rid, kind=kind,
+                status="pending", recipient=recipient)
+    return record
+
+
+def get(ws: Workspace, team: str, request_id: str) -> Json:
+    record = files.read_json(ws.request(team, request_id))
+    if record is None:
+        raise BadInput(f"unknown request {request_id!r} in team {team!r}")
+    return record
+
+
+def answer(ws: Workspace, team: str, request_id: str, approve: bool, *,
+           reason: str | None = None, feedback: str | None = None,
+           expect_kind: str | None = None) -> Json:
+    """Resolve a pending request; BadInput if it is unknown, of another kind, or answered."""
+    path = ws.request(team, request_id)
+    if not path.parent.is_dir():
+        raise BadInput(f"unknown request {request_id!r} in team {team!r}")
+    with files.lock(path):
+        record = get(ws, team, request_id)
+        if expect_kind and record["kind"] != expect_kind:
+            raise BadInput(f"request {request_id!r} is a {record['kind']} request, "
+                           f"not {expect_kind}")
+        if record["status"] != "pending":
+            raise BadInput(f"request {request_id!r} was already {record['status']}")
+        record["status"] = "approved" if approve else "rejected"
+        record["resolved_at"] = time.time()
+        if reason is not None:
+            record["reason"] = reason
+        if feedback is not None:
+            record["feedback"] = feedback
+        files.write_json(path, record)
+    events.emit(ws, team, "request_answered", member=record["recipient"],
+                request_id=request_id, kind=record["kind"], status=record["status"])
+    return record
+
+
+def list_requests(ws: Workspace, team: str, pending_only: bool = False) -> list[Json]:
+    folder = ws.requests_dir(team)
+    out = []
+    if folder.is_dir():
+        for path in folder.glob("*.json"):
+            record = files.read_json(path)
+            if record and (not pending_only or record.get("status") == "pending"):
+                out.append(record)
+    return sorted(out, key=lambda r: r.get("created_at") or 0)
+
+
+def plan_approved(ws: Workspace, team: str, member: str) -> bool:
+    """The plan gate is open exactly when an approved plan request from `member` exists."""
+    return any(r["kind"] == "plan_approval" and r["sender"] == member
+               and r["status"] == "approved" for r in list_requests(ws, team))

@@ -1,0 +1,123 @@
+"""The roster: `.teams/{team}/config.json` (CONTRACT.md section 4).
+
+Every change is a read-modify-write under the roster lock (`update`). Liveness is decided
+here, once: a member is live when its `pid` runs with the recorded start time.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import TypeVar
+
+import psutil
+
+from teamd import files
+from teamd.errors import BadInput
+from teamd.files import Json
+from teamd.layout import Workspace
+
+COLORS = ("cyan", "yellow", "magenta", "green", "blue")
+STATUSES = ("pending", "starting", "active", "idle", "sleeping", "stopping", "shutdown",
+            "backoff", "failed")
+#: statuses the supervisor treats as "has (or should have) a process"
+RUNNING_STATUSES = ("starting", "active", "idle", "stopping")
+
+T = TypeVar("T")
+
+
+def load(ws: Workspace, team: str) -> Json:
+    """The roster as it is on disk; BadInput if the team does not exist."""
+    config = files.read_json(ws.config(team))
+    if config is None:
+        raise BadInput(f"unknown team {team!r}")
+    return config
+
+
+@contextmanager
+def locked(ws: Workspace, team: str) -> Iterator[Json]:
+    """Hold the roster lock; yield the roster; write it back (atomically) if it changed."""
+    path = ws.config(team)
+    if not path.parent.is_dir():
+        raise BadInput(f"unknown team {team!r}")
+    with files.lock(path):
+        config = load(ws, team)
+        before = files.dumps_doc(config)
+        yield config
+        after = files.dumps_doc(config)
+        if after != before:
+            files.atomic_write_bytes(path, after)
+
+
+def update(ws: Workspace, team: str, change: Callable[[Json], T]) -> T:
+    """Apply `change` to the roster under its lock and return what it returns."""
+    with locked(ws, team) as config:
+        return change(config)
+
+
+def new_roster(team: str, description: str) -> Json:
+    return {"schema": 1, "name": team, "description": description,
+            "created_at": time.time(), "state": "active", "members": []}
+
+
+def find(config: Json, name: str) -> Json | None:
+    for member in config["members"]:
+        if member["name"] == name:
+            return member
+    return None
+
+
+def get(config: Json, name: str) -> Json:
+    """The member called `name`, or BadInput naming the team."""
+    member = find(config, name)
+    if member is None:
+        raise BadInput(f"unknown member {name!r} in team {config['name']!r}")
+    return member
+
+
+def names(config: Json) -> list[str]:
+    return [m["name"] for m in config["members"]]
+
+
+def new_member(config: Json, name: str, *, kind: str, role: str, prompt: str, model: str | None,
+               plan_mode_required: bool, cwd: str) -> Json:
+    color = COLORS[len(config["members"]) % len(COLORS)]
+    return {
+        "name": name, "agent_id": f"{name}@{config['name']}", "kind": kind, "role": role,
+        "prompt": prompt, "model": model, "plan_mode_required": plan_mode_required,
+        "cwd": cwd, "color": color, "desired": "running", "status": "pending",
+        "pid": None, "pid_create_time": None, "joined_at": time.time(), "restarts": 0,
+        "last_exit": None, "last_error": None, "current_task": None,
+        "usage": {"input_tokens": 0, "output_tokens": 0,
+                  "cache_read_input_tokens": 0, "cache_creation_input_tokens": 0},
+    }
+
+
+def process_of(member: Json) -> psutil.Process | None:
+    """The member's process if it is live (pid runs and its start time matches), else None."""
+    pid, created = member.get("pid"), member.get("pid_create_time")
+    if not pid or created is None:
+        return None
+    try:
+        proc = psutil.Process(int(pid))
+        if abs(proc.create_time() - float(created)) > 0.01:
+            return None  # the pid was reused by an unrelated process
+        if proc.status() == psutil.STATUS_ZOMBIE:
+            return None
+        return proc
+    except (psutil.NoSuchProcess, psutil.AccessDenied, ValueError):
+        return None
+
+
+def is_live(member: Json) -> bool:
+    return process_of(member) is not None
+
+
+def set_status(member: Json, status: str) -> tuple[str, str] | None:
+    """Set `status`; return (from, to) if it changed, for the `status` event."""
+    before = member.get("status")
+    if before == status:
+        return None
+    member["status"] = status
+    return (str(before), status)

@@ -1,0 +1,113 @@
+"""Settings: `teamd.toml` at the workspace root, overridden by the environment.
+
+A flat table (CONTRACT.md section 10). `TEAMD_<KEY>` overrides any key; the API key and
+base URL come only from the environment and are never written anywhere.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any
+
+from teamd.errors import BadInput
+from teamd.layout import Workspace
+
+
+@dataclass(frozen=True)
+class Settings:
+    model: str = "claude-sonnet-4-5"
+    max_tokens: int = 8000
+    idle_timeout: float = 60
+    compact_threshold: int = 150000
+    bash_timeout: float = 120
+    backoff_initial: float = 1
+    backoff_max: float = 60
+    backoff_reset: float = 60
+    restart_limit: int = 5
+    restart_window: float = 60
+    stop_timeout: float = 20
+    events_max_bytes: int = 67108864
+    events_keep: int = 5
+
+    def as_toml_table(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+_cache: dict[Path, tuple[tuple[int, int] | None, Settings]] = {}
+
+
+def _coerce(key: str, value: Any, kind: type, source: str) -> Any:
+    try:
+        if kind is str:
+            if not isinstance(value, str) or not value:
+                raise ValueError
+            return value
+        if isinstance(value, bool):
+            raise ValueError
+        number = kind(value)
+    except (TypeError, ValueError):
+        raise BadInput(f"{source}: {key} must be {'text' if kind is str else 'a number'}, "
+                       f"got {value!r}") from None
+    if number < 0:
+        raise BadInput(f"{source}: {key} must not be negative")
+    return number
+
+
+def load(ws: Workspace, environ: Mapping[str, str] | None = None) -> Settings:
+    """Defaults, then `teamd.toml`, then `TEAMD_<KEY>` variables. Cached on the file's mtime."""
+    env = os.environ if environ is None else environ
+    path = ws.settings_file
+    try:
+        st = path.stat()
+        stamp: tuple[int, int] | None = (st.st_mtime_ns, st.st_size)
+    except FileNotFoundError:
+        stamp = None
+    cached = _cache.get(path)
+    if environ is None and cached and cached[0] == stamp:
+        base = cached[1]
+    else:
+        values: dict[str, Any] = {}
+        if stamp is not None:
+            try:
+                table = tomllib.loads(path.read_text())
+            except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+                raise BadInput(f"{path}: not valid TOML ({exc})") from None
+            kinds = {f.name: f.type for f in fields(Settings)}
+            for key, value in table.items():
+                if key not in kinds:
+                    raise BadInput(f"{path}: unknown setting {key!r}")
+                values[key] = _coerce(key, value, _kind(key), str(path))
+        base = Settings(**values)
+        if environ is None:
+            _cache[path] = (stamp, base)
+    overrides = {}
+    for f in fields(Settings):
+        raw = env.get(f"TEAMD_{f.name.upper()}")
+        if raw is not None and raw != "":
+            overrides[f.name] = _coerce(f.name, raw, _kind(f.name), f"TEAMD_{f.name.upper()}")
+    if overrides:
+        return Settings(**{**asdict(base), **overrides})
+    return base
+
+
+def _kind(key: str) -> type:
+    default = getattr(Settings, key)
+    return str if isinstance(default, str) else int if isinstance(default, int) else float
+
+
+def write_defaults(ws: Workspace, force: bool = False) -> Path:
+    """Write `teamd.toml` with every key at its default (refuses to overwrite unless forced)."""
+    import tomli_w
+
+    from teamd.files import atomic_write_bytes
+
+    path = ws.settings_file
+    if path.exists() and not force:
+        raise BadInput(f"{path} already exists (use --force to overwrite)")
+    header = "# teamd settings; environment TEAMD_<KEY> overrides any key. Times in seconds.\n"
+    atomic_write_bytes(path, (header + tomli_w.dumps(Settings().as_toml_table())).encode())
+    return path

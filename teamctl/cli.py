@@ -166,6 +166,11 @@ def _print_messages(msgs: list[Json], as_json: bool) -> None:
               f" {m['content']}")
 
 
+def _show_now(msgs: list[Json], as_json: bool) -> None:
+    _print_messages(msgs, as_json)
+    sys.stdout.flush()
+
+
 @app.command("inbox")
 def inbox_cmd(
     team: TeamArg,
@@ -193,12 +198,12 @@ def inbox_cmd(
     with Watcher([w.team_dir(team)]) as watcher:
         while True:
             if drain:
-                msgs = inbox.drain(w, team, name, lambda batch: None)
+                # print, then clear: a message leaves the inbox only once it is shown
+                msgs = inbox.drain(w, team, name, lambda batch: _show_now(batch, as_json))
             else:
                 msgs = [m for m in inbox.peek(w, team, name) if m["id"] not in seen]
                 seen.update(m["id"] for m in msgs)
-            _print_messages(msgs, as_json)
-            sys.stdout.flush()
+                _show_now(msgs, as_json)
             if not follow:
                 if not msgs and not as_json:
                     print(f"{name}'s inbox is empty", file=sys.stderr)
@@ -578,8 +583,20 @@ def main() -> None:
     except Exception as exc:  # click's usage errors carry their own exit code
         import click
 
+        if isinstance(exc, click.exceptions.NoArgsIsHelpError):
+            exc.show()  # bare `teamctl` or `teamctl task`: the help, not an error line
+            sys.exit(exc.exit_code)
         if isinstance(exc, click.exceptions.ClickException):
-            exc.show()
+            # one line, like every other error (click's own show() prints three)
+            hint = ""
+            ctx = getattr(exc, "ctx", None)
+            if ctx is not None:
+                hint = f" (see `{ctx.command_path} --help`)"
+            # typer already folds click's "Did you mean" into a NoSuchCommand's message
+            text = exc.message if isinstance(exc, click.exceptions.NoSuchCommand) else \
+                exc.format_message()
+            message = " ".join(text.split())
+            print(f"teamctl: error: {message}{hint}", file=sys.stderr)
             sys.exit(exc.exit_code)
         if isinstance(exc, click.exceptions.Abort):
             sys.exit(130)

@@ -27,8 +27,9 @@ def create_team(ws: Workspace, team: str, description: str = "") -> Json:
     validate_name(team, "team name")
     if ws.team_exists(team):
         raise BadInput(f"team {team!r} already exists")
-    for folder in (ws.teams_dir, ws.tasks_root, ws.team_dir(team), ws.requests_dir(team), ws.sessions_dir(team),
-                   ws.transcripts_dir(team), ws.logs_dir(team), ws.tasks_dir(team)):
+    for folder in (ws.teams_dir, ws.tasks_root, ws.team_dir(team), ws.requests_dir(team),
+                   ws.sessions_dir(team), ws.transcripts_dir(team), ws.logs_dir(team),
+                   ws.tasks_dir(team)):
         files.ensure_dir(folder)
     config = roster.new_roster(team, description)
     with files.lock(ws.config(team)):
@@ -54,6 +55,8 @@ def spawn(ws: Workspace, team: str, name: str, prompt: str, *, role: str = "",
     validate_member_name(name)
     if lead and name != LEAD:
         raise BadInput("--lead requires the member name 'lead'")
+    if lead and plan_mode:
+        raise BadInput("--plan-mode does not apply to the lead (it approves plans)")
     if name == LEAD and not lead:
         raise BadInput("'lead' is the lead's name: use --lead to spawn an LLM lead")
     if not prompt or not prompt.strip():
@@ -203,8 +206,7 @@ def shutdown(ws: Workspace, team: str, name: str, *, reason: str = "",
         events.emit_many(ws, team, [
             {"ts": time.time(), "event": "message", "member": sender, "message": msg},
             {"ts": time.time(), "event": "message", "member": name, "message": answer}])
-        if change:
-            events.emit(ws, team, "status", member=name, **{"from": change[0], "to": change[1]})
+        events.status_changed(ws, team, name, change)
     board.release(ws, team, name)
     return {"request": record, "message": msg, "answered": True}
 
@@ -223,8 +225,7 @@ def stop(ws: Workspace, team: str, name: str) -> Json:
         if not roster.is_live(member) and (pidfile.running(ws) is None
                                            or member["status"] != "starting"):
             change = roster.set_status(member, "shutdown")
-        if change:
-            events.emit(ws, team, "status", member=name, **{"from": change[0], "to": change[1]})
+        events.status_changed(ws, team, name, change)
         result = dict(member)
     if result["status"] == "shutdown":
         board.release(ws, team, name)
@@ -241,9 +242,7 @@ def restart(ws: Workspace, team: str, name: str) -> Json:
         member["restart_requested_at"] = time.time()
         if not roster.is_live(member) and member["status"] in ("failed", "shutdown", "backoff"):
             change = roster.set_status(member, "pending")
-            if change:
-                events.emit(ws, team, "status", member=name,
-                            **{"from": change[0], "to": change[1]})
+            events.status_changed(ws, team, name, change)
         return dict(member)
 
 
@@ -290,7 +289,7 @@ def remove_team(ws: Workspace, team: str) -> None:
         raise TeamdError(f"team {team!r} still has live members")
     stamp = f"{os.getpid()}-{time.time_ns()}"
     graveyard: list[Path] = []
-    for folder in (ws.teams_dir, ws.tasks_root, ws.team_dir(team), ws.tasks_dir(team)):
+    for folder in (ws.team_dir(team), ws.tasks_dir(team)):
         if folder.exists():
             target = folder.with_name(f".deleted-{folder.name}-{stamp}")
             os.replace(folder, target)

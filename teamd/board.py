@@ -124,6 +124,13 @@ def create(ws: Workspace, team: str, subject: str, description: str = "",
     if not subject:
         raise BadInput("a task needs a subject")
     blockers = sorted({int(b) for b in blocked_by})
+    # Refuse bad input before the lock, which would create the board's lock file;
+    # re-checked under the lock below.
+    if not ws.tasks_dir(team).is_dir():
+        raise BadInput(f"unknown team {team!r}")
+    for b in blockers:
+        if not ws.task(team, b).is_file():
+            raise BadInput(f"unknown task #{b} in --blocked-by")
     with locked(ws, team):
         tasks = _load_all(ws, team)
         for b in blockers:
@@ -152,6 +159,12 @@ def update(ws: Workspace, team: str, task_id: int, *, status: str | None = None,
     """Change a task. `owner=None` clears the owner; leaving it out leaves it alone."""
     if status is not None and status not in STATUSES:
         raise BadInput(f"unknown task status {status!r}; one of: {', '.join(STATUSES)}")
+    add_blocked_by, add_blocks = [int(b) for b in add_blocked_by], [int(d) for d in add_blocks]
+    # Refuse bad input before the lock, which would create the board's lock file;
+    # re-checked under the lock below.
+    get(ws, team, task_id)
+    if add_blocked_by or add_blocks:
+        _check_edges(_load_all(ws, team), task_id, add_blocked_by, add_blocks)
     with locked(ws, team):
         tasks = _load_all(ws, team)
         if task_id not in tasks:

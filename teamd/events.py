@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from teamd import files, settings
+from teamd.errors import BadInput
 from teamd.files import Json
 from teamd.layout import Workspace
 
@@ -33,7 +34,15 @@ def emit(ws: Workspace, team: str, event: str, member: str | None = None,
 
 def emit_many(ws: Workspace, team: str, records: list[Json]) -> None:
     path = ws.events(team)
-    conf = settings.load(ws)
+    if not path.parent.is_dir():
+        log.debug("team %s is gone; not journalling %d event(s)", team, len(records))
+        return
+    try:
+        conf = settings.load(ws)
+    except BadInput as exc:
+        # A broken teamd.toml must not lose the journal entry of a write already made.
+        log.warning("%s; rotating events with the default limits", exc)
+        conf = settings.Settings()
     with files.lock(path):
         _rotate_if_needed(path, conf.events_max_bytes, conf.events_keep)
         files.append_jsonl(path, records, locked=True)
@@ -102,3 +111,10 @@ def follow(ws: Workspace, team: str, member: str | None = None,
                     if member is None or _concerns(rec, member):
                         yield rec
             watcher.wait(poll)
+
+
+def status_changed(ws: Workspace, team: str, member: str,
+                   moved: tuple[str, str] | None) -> None:
+    """Journal a `status` event for a (from, to) change, if there was one."""
+    if moved and moved[0] != moved[1]:
+        emit(ws, team, "status", member=member, **{"from": moved[0], "to": moved[1]})

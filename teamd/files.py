@@ -53,8 +53,11 @@ def lock(path: Path, timeout: float = -1) -> filelock.FileLock:
     """The cross-process lock guarding `path` (a `*.lock` file beside it, kept on release).
 
     A fresh object per use: flock belongs to an open file description, so objects must not
-    be shared across a fork; the kernel drops the lock if the holder dies.
+    be shared across a fork; the kernel drops the lock if the holder dies. The folder
+    must exist: filelock would create it, and no write may create a team folder.
     """
+    if not path.parent.is_dir():
+        raise TeamdError(f"{path.parent} does not exist")
     return filelock.FileLock(
         str(lock_path(path)),
         timeout=timeout,
@@ -218,10 +221,16 @@ def _cut_torn_tail(path: Path, fd: int) -> None:
         return
     if os.pread(fd, 1, size - 1) == b"\n":
         return
-    chunk = min(size, 1 << 20)
-    data = os.pread(fd, chunk, size - chunk)
-    cut = data.rfind(b"\n")
-    keep = size - chunk + cut + 1 if cut >= 0 else (0 if chunk == size else size - chunk)
+    # Walk back 1 MiB at a time to the last newline: a torn line can be longer than one chunk
+    # (256 KiB of content JSON-escaped), and keeping any part of it would glue the next record.
+    keep, end = 0, size
+    while end > 0:
+        start = max(0, end - (1 << 20))
+        cut = os.pread(fd, end - start, start).rfind(b"\n")
+        if cut >= 0:
+            keep = start + cut + 1
+            break
+        end = start
     _reject(path, [os.pread(fd, size - keep, keep)], "torn")
     os.ftruncate(fd, keep)
 

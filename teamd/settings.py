@@ -48,8 +48,12 @@ def _coerce(key: str, value: Any, kind: type, source: str) -> Any:
             return value
         if isinstance(value, bool):
             raise ValueError
+        if kind is int and isinstance(value, float) and not value.is_integer():
+            raise ValueError  # int(1.5) would silently become 1
         number = kind(value)
-    except (TypeError, ValueError):
+        if number != number:
+            raise ValueError  # NaN
+    except (TypeError, ValueError, OverflowError):
         raise BadInput(f"{source}: {key} must be {'text' if kind is str else 'a number'}, "
                        f"got {value!r}") from None
     if number < 0:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import select
 import time
+from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 
@@ -23,8 +24,12 @@ except ImportError:  # not Linux, or not installed: fall back to polling
 class Watcher:
     """Watches folders for files created, written, moved or deleted in them."""
 
-    def __init__(self, folders: list[Path], poll_fallback: float = 0.5) -> None:
+    def __init__(self, folders: list[Path], poll_fallback: float = 0.5,
+                 interesting: Callable[[str], bool] | None = None) -> None:
+        """`interesting` filters file names: other changes (a journal line, a lock file)
+        do not end a `wait`."""
         self.poll_fallback = poll_fallback
+        self.interesting = interesting
         self._ino = None
         self._watched: dict[Path, int] = {}
         if inotify_simple is not None:
@@ -76,11 +81,16 @@ class Watcher:
         if self._ino is None:
             time.sleep(self.poll_fallback if timeout is None else min(timeout, self.poll_fallback))
             return True
-        ready, _, _ = select.select([self._ino], [], [], timeout)
-        if ready:
-            self.drain()
-            return True
-        return False
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            ready, _, _ = select.select([self._ino], [], [], left)
+            if not ready:
+                return False
+            names = self.drain()
+            if self.interesting is None or any(self.interesting(n) for n in names) \
+                    or not names:
+                return True
 
     def close(self) -> None:
         if self._ino is not None:

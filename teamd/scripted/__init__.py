@@ -1,0 +1,29 @@
+"""A scripted, Anthropic-compatible Messages API server for tests and the offline demo.
+
+Point the real `anthropic` SDK at it through `ANTHROPIC_BASE_URL` (or `base_url=`) and it
+answers from scenario rules over real HTTP. `scenario` owns the rule format and matching,
+`server` the HTTP side and request records, `__main__` the standalone process. Standard
+library only; it never imports `anthropic`.
+"""
+
+from teamd.scripted.scenario import (
+    Decision,
+    ErrorSpec,
+    Identity,
+    RequestView,
+    Rule,
+    Scenario,
+    parse_identity,
+)
+from teamd.scripted.server import ScriptedServer
+
+__all__ = [
+    "Decision",
+    "ErrorSpec",
+    "Identity",
+    "RequestView",
+    "Rule",
+    "Scenario",
+    "ScriptedServer",
+    "parse_identity",
+]

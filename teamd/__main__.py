@@ -1,0 +1,50 @@
+"""`teamd`: the supervisor's command line (`teamd run`)."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+
+from teamd import __version__
+from teamd.errors import TeamdError
+from teamd.layout import Workspace
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="teamd",
+        description="Supervise a team of Claude agents as real OS processes.",
+    )
+    parser.add_argument("--version", action="version", version=f"teamd {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+    run = sub.add_parser(
+        "run", help="run the supervisor in the foreground (what systemd starts)",
+        description="Fork every member whose desired state is running, restart it by "
+        "policy, and stop them on SIGTERM (members resume at the next start). One "
+        "supervisor per root: a second one exits 2.")
+    run.add_argument("--root", metavar="DIR",
+                     help="workspace root (default: $TEAMD_ROOT, else the current directory)")
+    run.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = build_parser().parse_args(argv)
+    # journald stamps each line itself; in a terminal the time is worth printing
+    fmt = "%(levelname)s %(name)s: %(message)s"
+    if "JOURNAL_STREAM" not in os.environ:
+        fmt = "%(asctime)s " + fmt
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO, format=fmt)
+    from teamd.supervisor import Supervisor
+
+    try:
+        sys.exit(Supervisor(Workspace.at(args.root)).run())
+    except TeamdError as exc:
+        print(f"teamd: error: {exc}", file=sys.stderr)
+        sys.exit(exc.exit_code)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,107 @@
+"""What the model sees: identity, system prompt, trimmed history, caching breakpoints,
+and the compaction that replaces a long history with the model's own summary.
+
+Stable prefixes (system prompt, tool definitions) carry `cache_control` breakpoints, and so
+does the conversation tail, so each call re-reads the previous call's prefix from cache.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from teamd.files import Json
+
+KEEP_TOOL_RESULTS = 3  # the most recent tool-result turns are shown in full
+TRIM_OVER = 400  # older results longer than this many characters are cut down
+SUMMARY_REQUEST = (
+    "Your context is nearly full. Write a summary of this whole conversation that lets you "
+    "carry on without it: your task and who gave it, decisions made, files changed, tasks "
+    "claimed or completed (with ids), messages still to answer, and your next steps. "
+    "Reply with the summary only; do not call any tool."
+)
+
+
+def identity(name: str, team: str, kind: str) -> str:
+    if kind == "lead":
+        return f"You are the lead '{name}' in team '{team}'."
+    return f"You are teammate '{name}' in team '{team}'."
+
+
+def system_prompt(member: Json, team: str, cwd: str) -> str:
+    """The member's system prompt. Identity first: the scripted server and compaction
+    both rely on that line."""
+    name, kind = member["name"], member.get("kind", "teammate")
+    lines = [identity(name, team, kind)]
+    if member.get("role"):
+        lines.append(f"Your role: {member['role']}.")
+    lines.append(f"Your working directory is {cwd}; file tools and bash are confined to it.")
+    lines.append(
+        "Messages from your team arrive as <teammate-message sender=… type=…> blocks. "
+        "Reply with the SendMessage tool; plain text in your reply is seen by nobody.")
+    if kind == "lead":
+        lines.append(
+            "You lead the team: create teammates with the Task tool, give out work on the "
+            "task board (TaskCreate, TaskUpdate), answer plan_approval_request messages "
+            "with SendMessage type plan_approval_response (request_id, approve, feedback), "
+            "and shut teammates down with SendMessage type shutdown_request when done.")
+    else:
+        lines.append(
+            "Work from the shared task board: TaskList to see it, TaskUpdate to mark your "
+            "task completed when it is done. When you end your turn without a tool call you "
+            "go idle, the lead is told, and you are woken by a new message or a claimable "
+            "task (given to you as <auto-claimed>).")
+        lines.append(
+            "A shutdown_request must be answered with SendMessage type shutdown_response, "
+            "its request_id, and approve true (then stop) or false with a reason.")
+        if member.get("plan_mode_required"):
+            lines.append(
+                "You are in plan mode: bash, write_file and edit_file are refused until the "
+                "lead approves a plan you submit with SubmitPlan. Explore read-only, then "
+                "submit; if rejected, revise using the feedback and submit again.")
+    return "\n\n".join(lines)
+
+
+def micro_compact(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Trim old tool results (all but the last KEEP_TOOL_RESULTS turns that carry any)."""
+    result_turns = [i for i, m in enumerate(messages) if m["role"] == "user"
+                    and any(b.get("type") == "tool_result" for b in m["content"])]
+    old = set(result_turns[:-KEEP_TOOL_RESULTS]) if KEEP_TOOL_RESULTS else set(result_turns)
+    if not old:
+        return messages
+    out = []
+    for i, m in enumerate(messages):
+        if i not in old:
+            out.append(m)
+            continue
+        blocks = []
+        for b in m["content"]:
+            text = b.get("content")
+            if b.get("type") == "tool_result" and isinstance(text, str) and \
+                    len(text) > TRIM_OVER:
+                b = {**b, "content": f"{text[:200]}\n[… older tool output trimmed: "
+                     f"{len(text)} characters …]"}
+            blocks.append(b)
+        out.append({"role": m["role"], "content": blocks})
+    return out
+
+
+def with_cache_breakpoints(system: str, tools: list[Json], messages: list[dict[str, Any]]
+                           ) -> tuple[list[Json], list[Json], list[dict[str, Any]]]:
+    """System, tools and messages with cache_control on the stable prefix and the tail."""
+    sys_blocks = [{"type": "text", "text": system, "cache_control": {"type": "ephemeral"}}]
+    tools = [dict(t) for t in tools]
+    if tools:
+        tools[-1]["cache_control"] = {"type": "ephemeral"}
+    messages = copy.deepcopy(messages)
+    if messages and messages[-1]["content"]:
+        tail = messages[-1]["content"][-1]
+        if isinstance(tail, dict):
+            tail["cache_control"] = {"type": "ephemeral"}
+    return sys_blocks, tools, messages
+
+
+def context_size(usage: Json) -> int:
+    """The real size of the context: uncached + cache-read + cache-write input tokens."""
+    return int(usage.get("input_tokens") or 0) + int(usage.get("cache_read_input_tokens") or 0) \
+        + int(usage.get("cache_creation_input_tokens") or 0)

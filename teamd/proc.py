@@ -1,0 +1,113 @@
+"""Process plumbing for forked teammates: parent-death signal, descriptor hygiene, exit codes.
+
+Exit codes are the protocol between a teammate and its supervisor (like gunicorn's
+WORKER_BOOT_ERROR): 0 = approved a shutdown, 75 = went to sleep after idle_timeout,
+anything else (or death by a signal) = a crash while `desired` is `running`.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import logging
+import os
+import signal
+from collections.abc import Iterable
+
+log = logging.getLogger(__name__)
+
+EXIT_SHUTDOWN = 0
+EXIT_SLEEP = 75  # EX_TEMPFAIL: "try again later"
+EXIT_BOOT_ERROR = 3
+
+PR_SET_PDEATHSIG = 1
+PR_SET_CHILD_SUBREAPER = 36
+
+_libc: ctypes.CDLL | None = None
+
+
+def _prctl(option: int, arg: int) -> None:
+    global _libc
+    if _libc is None:
+        _libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+    if _libc.prctl(option, arg, 0, 0, 0) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, os.strerror(err))
+
+
+def die_with_parent(sig: int, parent_pid: int) -> None:
+    """Ask the kernel to send `sig` when our parent dies, then close the race: the parent
+    may have died between fork and prctl, in which case we were already reparented."""
+    _prctl(PR_SET_PDEATHSIG, int(sig))
+    if os.getppid() != parent_pid:
+        os._exit(EXIT_BOOT_ERROR)
+
+
+def become_subreaper() -> None:
+    """Orphaned descendants (a dead teammate's `bash` children) are reparented to us,
+    so the supervisor can reap and kill them instead of init inheriting strays."""
+    try:
+        _prctl(PR_SET_CHILD_SUBREAPER, 1)
+    except OSError as exc:  # not Linux, or too old: strays fall back to init
+        log.warning("cannot become a child subreaper: %s", exc)
+
+
+def reset_signals() -> None:
+    """A forked child inherits the supervisor's handlers and wakeup fd; drop them."""
+    try:
+        signal.set_wakeup_fd(-1)
+    except ValueError:
+        pass  # not the main thread
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGCHLD,
+                signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2, signal.SIGPIPE):
+        signal.signal(sig, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_SETMASK, set())
+
+
+def close_fds(keep: Iterable[int] = ()) -> None:
+    """Close every inherited descriptor above stderr except `keep` (the supervisor's lock,
+    inotify and sockets must not outlive it in a child)."""
+    keep_sorted = sorted(k for k in set(keep) if k > 2)
+    low = 3
+    for fd in keep_sorted:
+        os.closerange(low, fd)
+        low = fd + 1
+    os.closerange(low, _max_fd())
+
+
+def _max_fd() -> int:
+    try:
+        return len(os.listdir("/proc/self/fd")) and max(int(n) for n in
+                                                         os.listdir("/proc/self/fd")) + 1
+    except OSError:
+        return os.sysconf("SC_OPEN_MAX")
+
+
+def redirect_stdio(log_path: str) -> None:
+    """stdin from /dev/null; stdout and stderr appended to the member's own log file."""
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    fd = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    os.fchmod(fd, 0o600)
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.close(fd)
+
+
+def describe_exit(code: int | None, sig: int | None) -> str:
+    if sig:
+        try:
+            return f"killed by {signal.Signals(sig).name}"
+        except ValueError:
+            return f"killed by signal {sig}"
+    return f"exit code {code}"
+
+
+def decode_wait_status(status: int) -> tuple[int | None, int | None]:
+    """(code, signal) from a waitpid status."""
+    if os.WIFSIGNALED(status):
+        return None, os.WTERMSIG(status)
+    if os.WIFEXITED(status):
+        return os.WEXITSTATUS(status), None
+    return None, None

@@ -1,0 +1,69 @@
+"""Command line entry: `python -m teamd.scripted --scenario FILE.json`.
+
+This module owns running the scripted API as its own process (for the offline demo and for
+tests that need the server outside the test process): it loads the scenario, prints the URL
+as the one line on stdout once listening, and serves until SIGTERM or SIGINT, then exits 0.
+A bad scenario file is exit 2 with one line on stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+
+from teamd.scripted.scenario import Scenario
+from teamd.scripted.server import ScriptedServer
+
+log = logging.getLogger(__name__)
+
+_STOP_SIGNALS = {signal.SIGTERM, signal.SIGINT}
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m teamd.scripted",
+        description="Serve a scripted Anthropic Messages API driven by scenario rules.",
+    )
+    parser.add_argument("--scenario", required=True, help="scenario JSON file")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=0, help="0 picks a free port")
+    parser.add_argument("--log", default=None, help="append one JSON line per request here")
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging to stderr")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.WARNING,
+        format="%(asctime)s %(name)s %(levelname)s %(message)s",
+    )
+    try:
+        scenario = Scenario.load(args.scenario)
+    except ValueError as exc:
+        print(f"teamd.scripted: {exc}", file=sys.stderr)
+        return 2
+
+    # Block the stop signals before any thread exists so every thread inherits the mask
+    # and the signal can only be taken by sigwait below: no handler racing a wait, and no
+    # signal landing in the HTTP thread.
+    signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
+    server = ScriptedServer(scenario, host=args.host, port=args.port, log_path=args.log)
+    try:
+        server.start()
+    except OSError as exc:
+        print(f"teamd.scripted: cannot listen on {args.host}:{args.port}: {exc}", file=sys.stderr)
+        return 2
+    try:
+        print(server.url, flush=True)
+        received = signal.sigwait(_STOP_SIGNALS)
+        log.info("got %s, stopping", signal.Signals(received).name)
+    finally:
+        server.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

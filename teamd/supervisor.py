@@ -1,0 +1,520 @@
+"""`teamd run`: keep the roster true with real processes.
+
+The arbiter, after gunicorn's: signal handlers only enqueue (and wake the loop through the
+wakeup fd); the main loop dispatches `handle_<signal>`, reconciles the roster's `desired`
+state with its children when inotify says a file that matters changed, and runs timers
+(SIGKILL after `stop_timeout`, backoff restarts, the systemd watchdog). Every teammate is
+forked from this single-threaded parent after the heavy modules are imported once.
+"""
+
+from __future__ import annotations
+
+import errno
+import gc
+import logging
+import os
+import select
+import signal
+import time
+import traceback
+from dataclasses import dataclass
+from typing import Any
+
+import psutil
+
+from teamd import __version__, actions, board, events, files, inbox, pidfile, policy, roster
+from teamd import settings as settings_mod
+from teamd.files import Json
+from teamd.layout import LEAD, SUPERVISOR, Workspace
+from teamd.notify import Notifier, format_status, scrub_child_env
+from teamd.proc import (
+    EXIT_BOOT_ERROR,
+    become_subreaper,
+    close_fds,
+    decode_wait_status,
+    describe_exit,
+    die_with_parent,
+    redirect_stdio,
+    reset_signals,
+)
+from teamd.watch import Watcher
+
+log = logging.getLogger(__name__)
+
+SAFETY_INTERVAL = 5.0  # a reconcile at least this often, in case a wakeup was missed
+WAIT_LIVE_INTERVAL = 0.2  # re-check while a previous supervisor's process winds down
+RELEVANT_SUFFIXES = ("config.json", "_inbox.jsonl", ".highwatermark")
+
+
+@dataclass
+class Child:
+    team: str
+    name: str
+    pid: int
+    create_time: float
+    started_at: float
+    term_sent_at: float | None = None
+    restarting: bool = False
+    aborted: bool = False
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.team, self.name)
+
+
+class Supervisor:
+    SIGNALS = (signal.SIGCHLD, signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+
+    def __init__(self, ws: Workspace) -> None:
+        self.ws = ws
+        self.conf = settings_mod.load(ws)
+        self.pid = os.getpid()
+        self.children: dict[int, Child] = {}
+        self.crashes: dict[tuple[str, str], policy.CrashHistory] = {}
+        self.sig_queue: list[int] = []
+        self.stopping = False
+        self.notifier = Notifier.from_env()
+        self.watchdog_every = self.notifier.watchdog_interval()
+        self.next_watchdog = 0.0
+        self.last_status = ""
+        self.wake_at: float | None = None
+        self._pipe: tuple[int, int] | None = None
+        self._watcher: Watcher | None = None
+        self._lock: Any = None
+
+    # -- life cycle ----------------------------------------------------------------------
+    def run(self) -> int:
+        self._lock = pidfile.claim(self.ws, __version__)
+        self.preload()
+        self.init_signals()
+        become_subreaper()
+        files.ensure_dir(self.ws.tasks_root)
+        self._watcher = Watcher([self.ws.teams_dir, self.ws.tasks_root])
+        for team in self.ws.team_names():
+            self.watch_team(team)
+            events.emit(self.ws, team, "supervisor_started", pid=self.pid)
+        log.info("teamd %s supervising %s (pid %d)", __version__, self.ws.root, self.pid)
+        self.reconcile()
+        self.notifier.ready(self.status_line())
+        try:
+            while not self.stopping:
+                self.sleep()
+                self.dispatch_signals()
+                if self.stopping:
+                    break
+                self.run_timers()
+                self.reconcile()
+        finally:
+            self.stop_all()
+        return 0
+
+    def preload(self) -> None:
+        """Import what every teammate needs once, here, so a fork starts warm; freeze the
+        heap so the children's garbage collector leaves the shared pages alone."""
+        import anthropic  # noqa: F401
+
+        import teamd.agent.loop  # noqa: F401
+
+        gc.collect()
+        gc.freeze()
+
+    def init_signals(self) -> None:
+        r, w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        self._pipe = (r, w)
+        signal.set_wakeup_fd(w, warn_on_full_buffer=False)
+        for sig in self.SIGNALS:
+            signal.signal(sig, self.enqueue_signal)
+
+    def enqueue_signal(self, signum: int, frame: object) -> None:
+        self.sig_queue.append(signum)  # the loop does the work; handlers only take note
+
+    def sleep(self) -> None:
+        assert self._pipe is not None and self._watcher is not None
+        if self.sig_queue:
+            return
+        timeout = self.next_timeout()
+        fds: list[Any] = [self._pipe[0]]
+        if not self._watcher.polling:
+            fds.append(self._watcher)
+        try:
+            ready, _, _ = select.select(fds, [], [], timeout)
+        except InterruptedError:
+            ready = []
+        if self._pipe[0] in ready:
+            try:
+                while os.read(self._pipe[0], 512):
+                    pass
+            except BlockingIOError:
+                pass
+        if self._watcher in ready:
+            for name in self._watcher.drain():
+                if name in self.ws.team_names():
+                    self.watch_team(name)
+
+    def next_timeout(self) -> float:
+        now = time.time()
+        deadlines = [now + SAFETY_INTERVAL]
+        for child in self.children.values():
+            if child.term_sent_at is not None:
+                deadlines.append(child.term_sent_at + self.conf.stop_timeout)
+        if self.wake_at is not None:
+            deadlines.append(self.wake_at)
+        if self.watchdog_every:
+            deadlines.append(self.next_watchdog)
+        return max(0.0, min(deadlines) - now)
+
+    def dispatch_signals(self) -> None:
+        while self.sig_queue:
+            sig = self.sig_queue.pop(0)
+            name = signal.Signals(sig).name.lower()
+            getattr(self, f"handle_{name[3:]}")()
+
+    def handle_chld(self) -> None:
+        self.reap_workers()
+
+    def handle_term(self) -> None:
+        log.info("stopping: the team keeps its desired state; members resume next start")
+        self.stopping = True
+
+    handle_int = handle_term
+
+    def handle_hup(self) -> None:
+        self.notifier.reloading()
+        self.conf = settings_mod.load(self.ws)
+        log.info("re-read %s", self.ws.settings_file)
+        self.notifier.ready(self.status_line())
+
+    def watch_team(self, team: str) -> None:
+        assert self._watcher is not None
+        self._watcher.add(self.ws.team_dir(team))
+        self._watcher.add(self.ws.tasks_dir(team))
+
+    # -- timers --------------------------------------------------------------------------
+    def run_timers(self) -> None:
+        now = time.time()
+        if self.watchdog_every and now >= self.next_watchdog:
+            self.notifier.watchdog()
+            self.next_watchdog = now + self.watchdog_every
+        self.murder_workers()
+
+    def murder_workers(self) -> None:
+        """SIGKILL children that ignored SIGTERM for stop_timeout."""
+        now = time.time()
+        for child in list(self.children.values()):
+            if child.term_sent_at is not None and now - child.term_sent_at >= \
+                    self.conf.stop_timeout:
+                log.warning("%s/%s ignored SIGTERM for %gs: SIGKILL", child.team, child.name,
+                            self.conf.stop_timeout)
+                self.kill_worker(child, signal.SIGKILL)
+
+    # -- reconcile -----------------------------------------------------------------------
+    def reconcile(self) -> None:
+        now = time.time()
+        self.wake_at = None
+        by_member = {c.key: c for c in self.children.values()}
+        for team in self.ws.team_names():
+            try:
+                config = roster.load(self.ws, team)
+            except Exception as exc:  # one bad team must not stop the others
+                log.error("team %s: cannot read roster: %s", team, exc)
+                continue
+            self.reconcile_team(team, config, by_member, now)
+        self.update_status()
+
+    def reconcile_team(self, team: str, config: Json, by_member: dict[tuple[str, str], Child],
+                       now: float) -> None:
+        deleting = config.get("state") == "deleting"
+        members = config["members"]
+        live = {m["name"] for m in members if (team, m["name"]) in by_member
+                or roster.is_live(m)}
+        wake: list[str] = []
+        if not deleting and any(m["status"] == "sleeping" for m in members):
+            tasks = board.list_tasks(self.ws, team)
+            waiting = {m["name"] for m in members if inbox.peek(self.ws, team, m["name"])}
+            wake = policy.sleepers_to_wake(members, tasks, waiting, live)
+        for m in members:
+            child = by_member.get((team, m["name"]))
+            if child is not None:
+                if m["desired"] == "stopped":
+                    self.kill_worker(child, signal.SIGTERM)
+                elif (m.get("restart_requested_at") or 0) > child.started_at:
+                    child.restarting = True
+                    self.kill_worker(child, signal.SIGTERM)
+                continue
+            if m["desired"] != "running":
+                if m["status"] != "shutdown" and not roster.is_live(m):
+                    self.mark(team, m["name"], "shutdown")
+                continue
+            if deleting:
+                continue
+            if roster.is_live(m):
+                # a process of an earlier supervisor is still dying (parent-death signal)
+                self.wake_in(WAIT_LIVE_INTERVAL)
+                continue
+            if (m.get("restart_requested_at") or 0) > (m.get("started_at") or 0):
+                self.crashes.pop((team, m["name"]), None)
+                self.spawn_worker(team, m["name"], reset=True)
+            elif m["status"] in ("failed", "shutdown"):
+                continue
+            elif m["status"] == "backoff":
+                due = m.get("restart_at") or 0
+                if now >= due:
+                    self.spawn_worker(team, m["name"])
+                else:
+                    self.wake_in(due - now)
+            elif m["status"] == "sleeping":
+                if m["name"] in wake:
+                    self.spawn_worker(team, m["name"])
+            else:
+                self.spawn_worker(team, m["name"])
+        if deleting and not any(c.team == team for c in self.children.values()) \
+                and not actions.live_members(config):
+            actions.remove_team(self.ws, team)
+            log.info("team_deleted: %s", team)
+
+    def wake_in(self, seconds: float) -> None:
+        at = time.time() + max(0.0, seconds)
+        self.wake_at = at if self.wake_at is None else min(self.wake_at, at)
+
+    def mark(self, team: str, name: str, status: str) -> None:
+        def change(config: Json) -> tuple[str, str] | None:
+            m = roster.find(config, name)
+            return roster.set_status(m, status) if m else None
+
+        moved = roster.update(self.ws, team, change)
+        events.status_changed(self.ws, team, name, moved)
+        if status == "shutdown":
+            board.release(self.ws, team, name)
+
+    def status_line(self) -> str:
+        counts: dict[str, int] = {}
+        for team in self.ws.team_names():
+            try:
+                for m in roster.load(self.ws, team)["members"]:
+                    counts[m["status"]] = counts.get(m["status"], 0) + 1
+            except Exception:
+                continue
+        return format_status(counts)
+
+    def update_status(self) -> None:
+        line = self.status_line()
+        if line != self.last_status:
+            self.last_status = line
+            self.notifier.status(line)
+
+    # -- processes -----------------------------------------------------------------------
+    def spawn_worker(self, team: str, name: str, reset: bool = False) -> None:
+        """Fork a teammate; record its pid in the roster; only then let it run."""
+        go_r, go_w = os.pipe2(os.O_CLOEXEC)
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - runs in the child
+            os.close(go_w)
+            self.child_main(team, name, go_r)
+        os.close(go_r)
+        try:
+            create_time = psutil.Process(pid).create_time()
+        except psutil.Error:
+            create_time = time.time()
+        child = Child(team, name, pid, create_time, time.time())
+        self.children[pid] = child
+
+        def record(config: Json) -> tuple[str, str] | None:
+            m = roster.find(config, name)
+            if m is None or m["desired"] != "running" or config.get("state") == "deleting":
+                return None
+            m.update(pid=pid, pid_create_time=create_time, started_at=child.started_at,
+                     restart_at=None)
+            if reset:
+                m["restarts"] = 0
+            return roster.set_status(m, "starting") or ("starting", "starting")
+
+        try:
+            moved = roster.update(self.ws, team, record)
+        except Exception as exc:
+            log.error("%s/%s: cannot record pid %d: %s", team, name, pid, exc)
+            moved = None
+        if moved is None:
+            child.aborted = True  # the child sees its go pipe close and exits
+            os.close(go_w)
+            return
+        events.emit(self.ws, team, "spawned", member=name, pid=pid)
+        events.status_changed(self.ws, team, name, moved)
+        os.write(go_w, b"1")
+        os.close(go_w)
+        log.info("spawned %s/%s pid %d", team, name, pid)
+
+    def child_main(self, team: str, name: str, go_r: int) -> None:  # pragma: no cover
+        code = EXIT_BOOT_ERROR
+        try:
+            os.setpgid(0, 0)
+            die_with_parent(signal.SIGTERM, self.pid)
+            reset_signals()
+            redirect_stdio(str(self.ws.member_log(team, name)))
+            close_fds(keep=[go_r])
+            scrub_child_env(os.environ)
+            if os.read(go_r, 1) != b"1":
+                os._exit(EXIT_BOOT_ERROR)  # the supervisor changed its mind
+            os.close(go_r)
+            from teamd.agent.loop import run_member
+
+            code = run_member(self.ws, team, name)
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else 1
+        except BaseException:
+            traceback.print_exc()
+            code = 1
+        finally:
+            try:
+                logging.shutdown()
+            finally:
+                os._exit(code)
+
+    def kill_worker(self, child: Child, sig: int) -> None:
+        if sig == signal.SIGTERM and child.term_sent_at is not None:
+            return  # already asked; murder_workers escalates
+        try:
+            os.kill(child.pid, sig)  # our own unreaped child: its pid cannot be reused yet
+        except ProcessLookupError:
+            return
+        if sig == signal.SIGTERM:
+            child.term_sent_at = time.time()
+        log.info("sent %s to %s/%s pid %d", signal.Signals(sig).name, child.team, child.name,
+                 child.pid)
+
+    def reap_workers(self) -> None:
+        while True:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                break
+            if pid == 0:
+                break
+            child = self.children.pop(pid, None)
+            if child is not None:
+                code, sig = decode_wait_status(status)
+                self.on_exit(child, code, sig)
+        self.kill_strays()
+
+    def kill_strays(self) -> None:
+        """Kill what dead teammates left behind (their tools' process groups), which the
+        subreaper flag made our children."""
+        try:
+            kids = psutil.Process(self.pid).children()
+        except psutil.Error:
+            return
+        for proc in kids:
+            if proc.pid in self.children:
+                continue
+            try:
+                pgid = os.getpgid(proc.pid)
+                if pgid != os.getpgid(0):
+                    os.killpg(pgid, signal.SIGKILL)
+                else:
+                    os.kill(proc.pid, signal.SIGKILL)
+                log.info("killed stray process %d (%s)", proc.pid, proc.name())
+            except (OSError, psutil.Error):
+                continue
+
+    def on_exit(self, child: Child, code: int | None, sig: int | None) -> None:
+        now = time.time()
+        team, name = child.key
+        log.info("%s/%s pid %d exited: %s", team, name, child.pid, describe_exit(code, sig))
+        if not self.ws.team_exists(team):
+            return
+        history = self.crashes.setdefault(child.key, policy.CrashHistory())
+        outcome: dict[str, Any] = {}
+
+        def change(config: Json) -> None:
+            m = roster.find(config, name)
+            if m is None or (m.get("pid") not in (None, child.pid) and not child.aborted):
+                return
+            if child.aborted:
+                return
+            m["last_exit"] = {"code": code, "signal": sig, "at": now}
+            if child.restarting and not self.stopping:
+                new = "pending"
+                history.reset()
+                m["restarts"] = 0
+            else:
+                new = policy.status_after_exit(code if sig is None else None, m["desired"],
+                                               self.stopping)
+            if new == "backoff":
+                history.record(now, now - child.started_at, self.conf)
+                m["restarts"] = int(m.get("restarts") or 0) + 1
+                if history.over_limit(self.conf):
+                    new = "failed"
+                else:
+                    outcome["delay"] = history.delay(self.conf)
+                    m["restart_at"] = now + outcome["delay"]
+                    outcome["restarts"] = m["restarts"]
+            outcome["moved"] = roster.set_status(m, new)
+            outcome["status"] = new
+            outcome["restarts"] = m["restarts"]
+            events.emit(self.ws, team, "exited", member=name, code=code, signal=sig)
+
+        roster.update(self.ws, team, change)
+        if not outcome:
+            return
+        events.status_changed(self.ws, team, name, outcome["moved"])
+        status = outcome["status"]
+        if status == "backoff":
+            events.emit(self.ws, team, "restart_scheduled", member=name,
+                        delay=outcome["delay"], restarts=outcome["restarts"])
+            self.wake_in(outcome["delay"])
+        elif status in ("shutdown", "failed"):
+            board.release(self.ws, team, name)
+        if status == "failed":
+            reason = (f"{describe_exit(code, sig)}; {outcome['restarts']} restarts within "
+                      f"{self.conf.restart_window:g}s")
+            events.emit(self.ws, team, "member_failed", member=name, reason=reason)
+            msg = inbox.make("member_failed", SUPERVISOR, LEAD,
+                             f"{name} failed and will not be restarted ({reason}); "
+                             f"`teamctl restart {team} {name}` starts it again",
+                             member=name, reason=reason)
+            inbox.deliver(self.ws, team, [msg])
+            log.error("%s/%s failed: %s", team, name, reason)
+
+    # -- stopping ------------------------------------------------------------------------
+    def stop_all(self) -> None:
+        """SIGTERM every teammate, SIGKILL what remains after stop_timeout, reap, exit."""
+        self.stopping = True
+        self.notifier.stopping()
+        for team in self.ws.team_names():
+            events.emit(self.ws, team, "supervisor_stopping", pid=self.pid)
+        for child in list(self.children.values()):
+            self.kill_worker(child, signal.SIGTERM)
+        deadline = time.time() + self.conf.stop_timeout
+        while self.children and time.time() < deadline:
+            self.reap_workers()
+            if self.children:
+                self.wait_for_signal(min(0.5, deadline - time.time()))
+        for child in list(self.children.values()):
+            self.kill_worker(child, signal.SIGKILL)
+        for pid in list(self.children):
+            try:
+                _, status = os.waitpid(pid, 0)
+            except ChildProcessError:
+                status = 0
+            child = self.children.pop(pid)
+            self.on_exit(child, *decode_wait_status(status))
+        self.kill_strays()
+        try:
+            self.ws.supervisor_info.unlink()
+        except FileNotFoundError:
+            pass
+        if self._lock is not None:
+            self._lock.release()
+        log.info("stopped")
+
+    def wait_for_signal(self, timeout: float) -> None:
+        assert self._pipe is not None
+        try:
+            select.select([self._pipe[0]], [], [], max(0.0, timeout))
+            while os.read(self._pipe[0], 512):
+                pass
+        except (BlockingIOError, InterruptedError):
+            pass
+        except OSError as exc:
+            if exc.errno != errno.EAGAIN:
+                raise
+        self.sig_queue.clear()

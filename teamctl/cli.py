@@ -56,7 +56,8 @@ def main_options(
 
 # -- setup -------------------------------------------------------------------------------
 @app.command()
-def init(force: Annotated[bool, typer.Option(help="Overwrite an existing file.")] = False,
+def init(force: Annotated[bool, typer.Option("--force", help="Overwrite an existing file.")
+                                              ] = False,
          ) -> None:
     """Write teamd.toml with every setting at its default."""
     path = settings.write_defaults(ws(), force=force)
@@ -212,18 +213,12 @@ def inbox_cmd(
 
 
 # -- protocols ---------------------------------------------------------------------------
-def _wait(deadline: float, w: Workspace, team: str, done: Any) -> Any:
-    """Wait (inotify, with a deadline) until `done()` returns something truthy."""
-    from teamd.watch import Watcher
+def _wait(w: Workspace, team: str, timeout: float, done: Any) -> Any:
+    """Wait until `done()` is truthy: woken by inotify on the team's files, re-checked
+    at least twice a second since a process exit touches no file."""
+    from teamd.watch import wait_for
 
-    with Watcher([w.team_dir(team), w.requests_dir(team)], poll_fallback=0.2) as watcher:
-        while True:
-            result = done()
-            if result or time.monotonic() >= deadline:
-                return result
-            # inotify wakes us on writes; the timeout also catches a process exit,
-            # which touches no file
-            watcher.wait(min(0.5, max(0.0, deadline - time.monotonic())))
+    return wait_for([w.team_dir(team), w.requests_dir(team)], done, timeout)
 
 
 @app.command()
@@ -245,8 +240,6 @@ def shutdown(
     print(f"asked {name} to shut down (request {rid})")
     if not wait:
         return
-    deadline = time.monotonic() + timeout
-
     def settled() -> Json | None:
         record = requests.get(w, team, rid)
         if record["status"] == "rejected":
@@ -256,7 +249,7 @@ def shutdown(
             return None if roster.is_live(member) else record
         return None
 
-    record = _wait(deadline, w, team, settled)
+    record = _wait(w, team, timeout, settled)
     if record is None:
         raise TeamdError(f"timed out after {timeout:g}s waiting for {name} to shut down")
     if record["status"] == "rejected":
@@ -280,7 +273,7 @@ def stop(team: TeamArg, name: NameArg,
         print(f"{name} stopped")
         return
     wait_for = timeout if timeout is not None else settings.load(w).stop_timeout + 5
-    gone = _wait(time.monotonic() + wait_for, w, team,
+    gone = _wait(w, team, wait_for,
                  lambda: not roster.is_live(roster.get(roster.load(w, team), name)))
     if not gone:
         raise TeamdError(f"{name} is still running after {wait_for:g}s")
@@ -551,8 +544,6 @@ def delete(team: TeamArg,
             actions.stop(w, team, member["name"])
         elif member["desired"] == "running" and member["status"] != "stopping":
             actions.shutdown(w, team, member["name"], reason=f"team {team} is being deleted")
-    deadline = time.monotonic() + timeout
-
     def finished() -> bool:
         if not w.config(team).exists():
             return True  # the supervisor removed it
@@ -563,10 +554,26 @@ def delete(team: TeamArg,
             return True
         return False
 
-    if not _wait(deadline, w, team, finished):
+    if not _wait(w, team, timeout, finished):
         raise TeamdError(f"team {team} still has live members after {timeout:g}s "
                          "(try --force)")
     print(f"deleted team {team}")
+
+
+@app.command()
+def demo(root: Annotated[str | None, typer.Option(
+             "--root", metavar="DIR", help="Where to put the demo workspace "
+             "(default: a new ./teamd-demo folder).")] = None,
+         timeout: Annotated[float, typer.Option(help="Seconds to let the team work.")
+                            ] = 600.0) -> None:
+    """A whole team at work: the REST → GraphQL migration of the design notes, four chained
+    tasks worked by analyst, backend and frontend under a real supervisor, live, then shut
+    down. Uses Claude with ANTHROPIC_API_KEY; offline, the built-in scripted model."""
+    from pathlib import Path
+
+    from teamctl import demo as demo_mod
+
+    demo_mod.run(Path(root).absolute() if root else None, timeout)
 
 
 def main() -> None:

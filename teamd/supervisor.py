@@ -235,7 +235,9 @@ class Supervisor:
         for m in members:
             child = by_member.get((team, m["name"]))
             if child is not None:
-                if m["desired"] == "stopped":
+                if m["desired"] == "stopped" and m["status"] == "stopping":
+                    self.let_leave(child)
+                elif m["desired"] == "stopped":
                     self.kill_worker(child, signal.SIGTERM)
                 elif (m.get("restart_requested_at") or 0) > child.started_at:
                     child.restarting = True
@@ -368,6 +370,12 @@ class Supervisor:
                 logging.shutdown()
             finally:
                 os._exit(code)
+
+    def let_leave(self, child: Child) -> None:
+        """The member approved its shutdown and is exiting 0 by itself: no SIGTERM, but
+        the usual SIGKILL if it is still here after stop_timeout."""
+        if child.term_sent_at is None:
+            child.term_sent_at = time.time()
 
     def kill_worker(self, child: Child, sig: int) -> None:
         if sig == signal.SIGTERM and child.term_sent_at is not None:

@@ -66,6 +66,7 @@ _ERROR_KEYS = frozenset({"status", "type", "message", "retry_after", "should_ret
 # Only identifier-shaped names in single braces are variables, so JSON text such as
 # `{"a": 1}` and unknown names pass through untouched (str.format would choke on both).
 _VAR_RE = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
+_INT_RE = re.compile(r"\{int:([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
 # ---------------------------------------------------------------------------------------
@@ -512,6 +513,11 @@ class Scenario:
 def substitute(value: Any, variables: Mapping[str, str]) -> Any:
     """Replace `{name}` in every string inside value (recursively); unknown names stay."""
     if isinstance(value, str):
+        # "{int:name}" as a whole value becomes a number: tool inputs such as task_id are
+        # integers, and a regex group is always text
+        typed = _INT_RE.fullmatch(value)
+        if typed and variables.get(typed.group(1), "").lstrip("-").isdigit():
+            return int(variables[typed.group(1)])
         return _VAR_RE.sub(lambda m: variables.get(m.group(1), m.group(0)), value)
     if isinstance(value, list):
         return [substitute(v, variables) for v in value]

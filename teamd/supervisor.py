@@ -25,8 +25,8 @@ import psutil
 from teamd import __version__, actions, board, events, files, inbox, pidfile, policy, roster
 from teamd import settings as settings_mod
 from teamd.files import Json
-from teamd.layout import LEAD, SUPERVISOR, Workspace
-from teamd.notify import Notifier, format_status, scrub_child_env
+from teamd.layout import LEAD, NAME_RE, SUPERVISOR, Workspace
+from teamd.notify import NOTIFY_ENV_KEYS, Notifier, format_status, scrub_child_env
 from teamd.proc import (
     EXIT_BOOT_ERROR,
     become_subreaper,
@@ -36,6 +36,7 @@ from teamd.proc import (
     die_with_parent,
     redirect_stdio,
     reset_signals,
+    wipe_environ_block,
 )
 from teamd.watch import Watcher
 
@@ -98,12 +99,13 @@ class Supervisor:
         self.notifier.ready(self.status_line())
         try:
             while not self.stopping:
-                self.sleep()
+                dirty = self.sleep()
                 self.dispatch_signals()
                 if self.stopping:
                     break
                 self.run_timers()
-                self.reconcile()
+                if dirty:
+                    self.reconcile()
         finally:
             self.stop_all()
         return 0
@@ -128,10 +130,12 @@ class Supervisor:
     def enqueue_signal(self, signum: int, frame: object) -> None:
         self.sig_queue.append(signum)  # the loop does the work; handlers only take note
 
-    def sleep(self) -> None:
+    def sleep(self) -> bool:
+        """Wait for a signal, a file that matters, or the next timer. True when the roster
+        should be reconciled (a journal line or a session write is not a reason)."""
         assert self._pipe is not None and self._watcher is not None
         if self.sig_queue:
-            return
+            return True
         timeout = self.next_timeout()
         fds: list[Any] = [self._pipe[0]]
         if not self._watcher.polling:
@@ -140,7 +144,11 @@ class Supervisor:
             ready, _, _ = select.select(fds, [], [], timeout)
         except InterruptedError:
             ready = []
+        if not ready:
+            return True  # a timer is due
+        dirty = False
         if self._pipe[0] in ready:
+            dirty = True
             try:
                 while os.read(self._pipe[0], 512):
                     pass
@@ -148,8 +156,13 @@ class Supervisor:
                 pass
         if self._watcher in ready:
             for name in self._watcher.drain():
-                if name in self.ws.team_names():
-                    self.watch_team(name)
+                if NAME_RE.fullmatch(name):  # a team folder came or went
+                    dirty = True
+                    self.watch_team(name)  # before its config.json lands, so none slips
+                elif name.endswith(RELEVANT_SUFFIXES) or (
+                        name.endswith(".json") and name[:-5].isdigit()):
+                    dirty = True
+        return dirty
 
     def next_timeout(self) -> float:
         now = time.time()
@@ -186,8 +199,9 @@ class Supervisor:
 
     def watch_team(self, team: str) -> None:
         assert self._watcher is not None
-        self._watcher.add(self.ws.team_dir(team))
-        self._watcher.add(self.ws.tasks_dir(team))
+        for folder in (self.ws.team_dir(team), self.ws.tasks_dir(team)):
+            if folder.is_dir():
+                self._watcher.add(folder)
 
     # -- timers --------------------------------------------------------------------------
     def run_timers(self) -> None:
@@ -272,6 +286,9 @@ class Supervisor:
         if deleting and not any(c.team == team for c in self.children.values()) \
                 and not actions.live_members(config):
             actions.remove_team(self.ws, team)
+            if self._watcher is not None:  # a team created again under this name is new
+                self._watcher.remove(self.ws.team_dir(team))
+                self._watcher.remove(self.ws.tasks_dir(team))
             log.info("team_deleted: %s", team)
 
     def wake_in(self, seconds: float) -> None:
@@ -354,6 +371,7 @@ class Supervisor:
             redirect_stdio(str(self.ws.member_log(team, name)))
             close_fds(keep=[go_r])
             scrub_child_env(os.environ)
+            wipe_environ_block(NOTIFY_ENV_KEYS)
             if os.read(go_r, 1) != b"1":
                 os._exit(EXIT_BOOT_ERROR)  # the supervisor changed its mind
             os.close(go_r)
@@ -415,7 +433,7 @@ class Supervisor:
                 continue
             try:
                 pgid = os.getpgid(proc.pid)
-                if pgid != os.getpgid(0):
+                if pgid != os.getpgid(0) and pgid not in self.children:
                     os.killpg(pgid, signal.SIGKILL)
                 else:
                     os.kill(proc.pid, signal.SIGKILL)

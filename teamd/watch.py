@@ -42,7 +42,9 @@ class Watcher:
             self.add(folder)
 
     def add(self, folder: Path) -> None:
-        if self._ino is None or folder in self._watched:
+        # no "already watched" short cut: a folder deleted and made again needs a new
+        # watch, and the kernel hands back the same descriptor for one still in place
+        if self._ino is None:
             return
         f = inotify_simple.flags
         mask = f.CREATE | f.MODIFY | f.MOVED_TO | f.MOVED_FROM | f.DELETE | f.CLOSE_WRITE

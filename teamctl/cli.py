@@ -414,23 +414,21 @@ def task_update(
 
 # -- looking -----------------------------------------------------------------------------
 def _status_doc(w: Workspace, teams: list[str]) -> Json:
-    from teamctl.observe import sample
+    from teamctl.observe import status_doc
 
-    sup = pidfile.running(w)
-    doc: Json = {"root": str(w.root), "supervisor": sup, "teams": []}
+    rows = []
     for team in teams:
         config = actions.require_team(w, team)
         tasks = board.list_tasks(w, team)
-        counts = {s: sum(t["status"] == s for t in tasks) for s in board.STATUSES}
-        doc["teams"].append({"name": team, "state": config["state"],
-                             "description": config["description"], "tasks": counts,
-                             "members": sample(config["members"])})
-    return doc
+        rows.append((config, {s: sum(t["status"] == s for t in tasks)
+                              for s in board.STATUSES}))
+    return status_doc(str(w.root), pidfile.running(w), rows)
 
 
 def _render_status(doc: Json) -> str:
     sup = doc["supervisor"]
-    lines = [f"supervisor: pid {sup['pid']}, up since {output.when(sup['started_at'])}"
+    lines = [f"supervisor: pid {sup['pid']}, up since {output.when(sup['started_at'])}, "
+             f"CPU {sup['cpu_percent'] or 0:.1f}%, memory {output.human_bytes(sup['rss'])}"
              if sup else f"supervisor: none running for {doc['root']} (start one with "
              "`teamd run`); statuses below may be stale"]
     for t in doc["teams"]:
@@ -517,16 +515,17 @@ def logs(team: TeamArg,
             who = rec.get("member") or "-"
             print(f"{output.when(rec.get('ts'))} {who:12} {output.describe_event(rec)}")
 
-    for rec in events.read(w, team, name):
-        show(rec)
-    if follow:
-        sys.stdout.flush()
-        try:
-            for rec in events.follow(w, team, name):
-                show(rec)
-                sys.stdout.flush()
-        except KeyboardInterrupt:
-            pass
+    if not follow:
+        for rec in events.read(w, team, name):
+            show(rec)
+        return
+    try:
+        # one reader from the journal's start on: no event slips between history and new
+        for rec in events.follow(w, team, name, from_start=True):
+            show(rec)
+            sys.stdout.flush()
+    except KeyboardInterrupt:
+        pass
 
 
 @app.command()

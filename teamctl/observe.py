@@ -1,7 +1,8 @@
-"""Live facts about member processes for `teamctl status`: liveness, CPU and memory.
+"""Live facts about processes for `teamctl status`: liveness, CPU and memory.
 
-CPU % needs two samples of a process's CPU time; one short window is shared by all
-members so `status` costs ~0.1 s however many there are, and nothing when none is live.
+CPU % needs two samples of a process's CPU time; one short window is shared by every
+process shown (the supervisor and all members of all teams), so `status` costs ~0.1 s
+however many there are, and nothing when none is live.
 """
 
 from __future__ import annotations
@@ -17,30 +18,52 @@ from teamd.files import Json
 WINDOW = 0.1
 
 
-def sample(members: list[Json]) -> list[dict[str, Any]]:
-    out = []
-    procs: dict[str, psutil.Process] = {}
-    for m in members:
-        proc = roster.process_of(m)
-        if proc is not None:
-            procs[m["name"]] = proc
-            try:
-                proc.cpu_percent(None)
-            except psutil.Error:
-                pass
+def measure(procs: dict[str, psutil.Process]) -> dict[str, tuple[float, int]]:
+    """(cpu %, rss bytes) per key, for the processes still alive after the window."""
+    for proc in procs.values():
+        try:
+            proc.cpu_percent(None)
+        except psutil.Error:
+            pass
     if procs:
         time.sleep(WINDOW)
-    for m in members:
-        row: dict[str, Any] = dict(m)
-        proc = procs.get(m["name"])
-        row["live"] = proc is not None
-        row["cpu_percent"] = row["rss"] = None
-        if proc is not None:
-            try:
-                with proc.oneshot():
-                    row["cpu_percent"] = proc.cpu_percent(None)
-                    row["rss"] = proc.memory_info().rss
-            except psutil.Error:
-                row["live"] = False
-        out.append(row)
+    out = {}
+    for key, proc in procs.items():
+        try:
+            with proc.oneshot():
+                out[key] = (proc.cpu_percent(None), proc.memory_info().rss)
+        except psutil.Error:
+            continue
     return out
+
+
+def status_doc(root: str, supervisor: Json | None,
+               teams: list[tuple[Json, dict[str, int]]]) -> Json:
+    """The `status` document: every member row gains live, cpu_percent and rss."""
+    procs: dict[str, psutil.Process] = {}
+    if supervisor is not None:
+        try:
+            procs["@teamd"] = psutil.Process(int(supervisor["pid"]))
+        except psutil.Error:
+            pass
+    for config, _ in teams:
+        for m in config["members"]:
+            proc = roster.process_of(m)
+            if proc is not None:
+                procs[f"{config['name']}/{m['name']}"] = proc
+    facts = measure(procs)
+    doc: Json = {"root": root, "supervisor": None, "teams": []}
+    if supervisor is not None:
+        cpu, rss = facts.get("@teamd", (None, None))
+        doc["supervisor"] = {**supervisor, "cpu_percent": cpu, "rss": rss}
+    for config, counts in teams:
+        rows: list[dict[str, Any]] = []
+        for m in config["members"]:
+            fact = facts.get(f"{config['name']}/{m['name']}")
+            rows.append({**m, "live": fact is not None,
+                         "cpu_percent": fact[0] if fact else None,
+                         "rss": fact[1] if fact else None})
+        doc["teams"].append({"name": config["name"], "state": config["state"],
+                             "description": config["description"], "tasks": counts,
+                             "members": rows})
+    return doc

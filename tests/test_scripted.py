@@ -80,6 +80,13 @@ def test_plain_text_reply_and_default(server: ScriptedServer) -> None:
     assert msg.stop_reason == "end_turn"
     assert msg.usage.input_tokens > 0 and msg.usage.output_tokens > 0
     assert msg.usage.cache_read_input_tokens == 0
+    with client(server) as c:
+        counted = c.messages.count_tokens(
+            model=MODEL,
+            system="You are a helper.",
+            messages=[{"role": "user", "content": "hello world"}],
+        )
+    assert counted.input_tokens == msg.usage.input_tokens
 
     other = ask(server, "something else")
     assert other.content[0].text == "Nothing to do."

@@ -1,10 +1,11 @@
 """The scripted Anthropic Messages API server: real HTTP, answers chosen by a Scenario.
 
 This module owns the HTTP side: `POST /v1/messages` (plain JSON and SSE streaming, in the
-shapes the `anthropic` SDK parses), error replies with retry headers, the control endpoints
-(`GET /_health`, `GET /_requests`, `GET|POST /_scenario`), the record of every request (in
-memory and as a JSONL log) and `ScriptedServer`, the object tests hold. Which answer a
-request gets is decided in `teamd.scripted.scenario`.
+shapes the `anthropic` SDK parses) and `/v1/messages/count_tokens`, error replies with
+retry headers, the control endpoints (`GET /_health`, `GET /_requests`,
+`GET|POST /_scenario`), the record of every request (in memory and as a JSONL log) and
+`ScriptedServer`, the object tests hold. Which answer a request gets is decided in
+`teamd.scripted.scenario`.
 """
 
 from __future__ import annotations
@@ -41,6 +42,12 @@ def _estimate_tokens(value: Any) -> int:
     # Four characters per token is the usual rule of thumb; exact counts do not matter,
     # only that bigger conversations look bigger (compaction thresholds key off it).
     return len(json.dumps(value, ensure_ascii=False)) // 4
+
+
+def _input_tokens(body: Mapping[str, Any]) -> int:
+    return _estimate_tokens(
+        {"system": body.get("system"), "messages": body.get("messages"), "tools": body.get("tools")}
+    )
 
 
 def _error_body(kind: str, message: str) -> dict[str, Any]:
@@ -82,13 +89,7 @@ def build_message(body: Mapping[str, Any], decision: Decision) -> dict[str, Any]
         "tool_use" if any(b["type"] == "tool_use" for b in content) else "end_turn"
     )
     usage = {
-        "input_tokens": _estimate_tokens(
-            {
-                "system": body.get("system"),
-                "messages": body.get("messages"),
-                "tools": body.get("tools"),
-            }
-        ),
+        "input_tokens": _input_tokens(body),
         "output_tokens": max(1, _estimate_tokens(content)),
         "cache_read_input_tokens": 0,
         "cache_creation_input_tokens": 0,
@@ -210,6 +211,8 @@ class _Handler(BaseHTTPRequestHandler):
         received_at = time.time()
         if path == "/v1/messages":
             self._messages(raw, received_at)
+        elif path == "/v1/messages/count_tokens":
+            self._count_tokens(raw)
         elif path == "/_scenario":
             self._replace_scenario(raw)
         else:
@@ -265,6 +268,18 @@ class _Handler(BaseHTTPRequestHandler):
             # The client hung up (e.g. its process was killed mid-call); nothing to answer.
             log.debug("client went away before the reply to agent=%s", view.agent)
             self.close_connection = True
+
+    def _count_tokens(self, raw: bytes) -> None:
+        # Same estimate as a reply's usage.input_tokens, so callers that pre-count agree
+        # with what the following call reports. Not recorded: it is not a model call.
+        try:
+            body = json.loads(raw)
+        except (UnicodeDecodeError, json.JSONDecodeError):
+            body = None
+        if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
+            self._send_json(400, _error_body("invalid_request_error", "messages: Field required"))
+            return
+        self._send_json(200, {"input_tokens": _input_tokens(body)})
 
     def _replace_scenario(self, raw: bytes) -> None:
         try:

@@ -189,6 +189,9 @@ def shutdown(ws: Workspace, team: str, name: str, *, reason: str = "",
         raise BadInput(f"{name!r} is already shut down")
     with roster.locked(ws, team) as config:
         member = roster.get(config, name)
+        if member["desired"] == "stopped" and member["status"] == "shutdown":
+            # re-checked under the lock: a racing shutdown may have answered it meanwhile
+            raise BadInput(f"{name!r} is already shut down")
         live = roster.is_live(member)
         record = requests.open_request(ws, team, "shutdown", sender, name, reason=reason)
         rid = record["request_id"]

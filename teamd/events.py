@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Generator
 from pathlib import Path
 from typing import Any
 
@@ -85,32 +85,91 @@ def _concerns(record: Json, member: str) -> bool:
     return isinstance(msg, dict) and member in (msg.get("sender"), msg.get("recipient"))
 
 
+def _open(path: Path) -> int | None:
+    try:
+        return os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None
+
+
+def _successor(path: Path, old_ino: int) -> int | None:
+    """Open the journal file written right after the one with inode `old_ino`, which was
+    rotated away: the next newer `events.N.jsonl`, or the journal itself.
+
+    Rotation only ever moves a file to a higher number, so a file found under the same name
+    when stat-ed and when opened did not move in between: the neighbour seen is the real one.
+    """
+    for _ in range(100):
+        chain: list[tuple[Path, int | None]] = []
+        n = 0
+        while n < 10_000:
+            name = path if n == 0 else rotated(path, n)
+            try:
+                chain.append((name, name.stat().st_ino))
+            except FileNotFoundError:
+                if n > 0:
+                    break
+                chain.append((name, None))
+            n += 1
+        k = next((i for i, (_, ino) in enumerate(chain) if ino == old_ino), None)
+        if not k:
+            return _open(path)  # rotated out of events_keep: lost track, take the journal
+        name, ino = chain[k - 1]
+        fd = _open(name)
+        if fd is not None:
+            if os.fstat(fd).st_ino == ino:
+                return fd
+            os.close(fd)
+    return _open(path)
+
+
 def follow(ws: Workspace, team: str, member: str | None = None,
-           poll: float = 0.2) -> Iterator[Json]:
-    """Yield new events as they are appended (survives rotation). Runs until interrupted."""
+           poll: float = 0.2, from_start: bool = False) -> Generator[Json, None, None]:
+    """Yield new events as they are appended (survives rotation). Runs until interrupted.
+    With `from_start`, first every event already in the journal (no gap between the two).
+
+    The file being read is held open: after a rotation, what was appended to it before the
+    rename is read out, then each newer rotated file in turn, then the journal: none is lost.
+    """
     from teamd.watch import Watcher
 
     path = ws.events(team)
-    offset = path.stat().st_size if path.exists() else 0
-    inode = path.stat().st_ino if path.exists() else None
     with Watcher([path.parent]) as watcher:
-        while True:
-            try:
-                st = path.stat()
-            except FileNotFoundError:
-                st = None
-            if st is not None and (st.st_ino != inode or st.st_size < offset):
-                inode, offset = st.st_ino, 0  # rotated or truncated: start the new file
-            if st is not None and st.st_size > offset:
-                with open(path, "rb") as fh:
-                    fh.seek(offset)
-                    data = fh.read()
-                cut = data.rfind(b"\n") + 1
-                offset += cut
-                for rec in files.parse_lines(data[:cut]).records:
-                    if member is None or _concerns(rec, member):
-                        yield rec
-            watcher.wait(poll)
+        fd = _open(path)
+        offset = os.fstat(fd).st_size if fd is not None and not from_start else 0
+        try:
+            while True:
+                # look at the name first: if it moved on, every write to the file we hold
+                # happened before (rotation and appends share the lock), so reading that
+                # file to its end misses nothing
+                try:
+                    current: int | None = path.stat().st_ino
+                except FileNotFoundError:
+                    current = None
+                if fd is not None:
+                    size = os.fstat(fd).st_size
+                    if size < offset:
+                        offset = 0  # truncated in place (events_keep = 0)
+                    if size > offset:
+                        data = os.pread(fd, size - offset, offset)
+                        cut = data.rfind(b"\n") + 1  # a torn tail waits for its newline
+                        offset += cut
+                        for rec in files.parse_lines(data[:cut]).records:
+                            if member is None or _concerns(rec, member):
+                                yield rec
+                if current is not None and (fd is None or os.fstat(fd).st_ino != current):
+                    if fd is None:
+                        fd = _open(path)
+                    else:
+                        old = os.fstat(fd).st_ino
+                        os.close(fd)
+                        fd = _successor(path, old)
+                    offset = 0
+                    continue
+                watcher.wait(poll)
+        finally:
+            if fd is not None:
+                os.close(fd)
 
 
 def status_changed(ws: Workspace, team: str, member: str,

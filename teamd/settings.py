@@ -37,7 +37,7 @@ class Settings:
         return asdict(self)
 
 
-_cache: dict[Path, tuple[tuple[int, int] | None, Settings]] = {}
+_cache: dict[Path, tuple[tuple[int, int, int] | None, Settings]] = {}
 
 
 def _coerce(key: str, value: Any, kind: type, source: str) -> Any:
@@ -67,7 +67,8 @@ def load(ws: Workspace, environ: Mapping[str, str] | None = None) -> Settings:
     path = ws.settings_file
     try:
         st = path.stat()
-        stamp: tuple[int, int] | None = (st.st_mtime_ns, st.st_size)
+        # the inode too: a replaced file can keep the size and the coarse mtime tick
+        stamp: tuple[int, int, int] | None = (st.st_ino, st.st_mtime_ns, st.st_size)
     except FileNotFoundError:
         stamp = None
     cached = _cache.get(path)
@@ -98,9 +99,13 @@ def load(ws: Workspace, environ: Mapping[str, str] | None = None) -> Settings:
     return base
 
 
+_KINDS: dict[str, type] = {"str": str, "int": int, "float": float}
+
+
 def _kind(key: str) -> type:
-    default = getattr(Settings, key)
-    return str if isinstance(default, str) else int if isinstance(default, int) else float
+    """The declared type of a setting (not its default's: `idle_timeout = 60` is a float)."""
+    declared = next(f.type for f in fields(Settings) if f.name == key)
+    return _KINDS[declared if isinstance(declared, str) else declared.__name__]
 
 
 def write_defaults(ws: Workspace, force: bool = False) -> Path:

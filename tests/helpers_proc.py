@@ -47,12 +47,19 @@ def snapshot(root: Path) -> dict[str, tuple[str, int, bytes | None]]:
     return out
 
 
+def clean_env() -> dict[str, str]:
+    """This environment without settings overrides, API keys or systemd variables."""
+    drop = ("TEAMD_", "ANTHROPIC_", "NOTIFY_SOCKET", "WATCHDOG_")
+    return {k: v for k, v in os.environ.items() if not k.startswith(drop)}
+
+
 def teamctl(root: Path, *args: str | bytes, input: bytes | None = None,
-            umask: int = -1, timeout: float = 30) -> subprocess.CompletedProcess[bytes]:
+            umask: int = -1, timeout: float = 30,
+            env: dict[str, str] | None = None) -> subprocess.CompletedProcess[bytes]:
     """Run the real console script against `root`."""
     cmd: list[str | bytes] = [str(TEAMCTL), "--root", str(root), *args]
     return subprocess.run(cmd, input=input, capture_output=True, timeout=timeout,
-                          umask=umask, check=False)
+                          umask=umask, env=env, check=False)
 
 
 def wait_until(check: Callable[[], Any], timeout: float = 10.0, what: str = "condition") -> Any:
@@ -88,11 +95,14 @@ def drain_worker(root: str, team: str, name: str, out: str, stop: Any, ready: An
     to its own file and fsyncs before the inbox is cut. One last drain after `stop`."""
     ws = Workspace.at(root)
     fd = os.open(out, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    batches = 0
 
     def consume(batch: list[dict[str, Any]]) -> None:
+        nonlocal batches
         data = b"".join(json.dumps(m).encode() + b"\n" for m in batch)
         os.write(fd, data)
         os.fsync(fd)
+        batches += 1
 
     with Watcher([ws.team_dir(team)]) as watcher:
         ready.set()
@@ -103,6 +113,7 @@ def drain_worker(root: str, team: str, name: str, out: str, stop: Any, ready: An
                 break
             watcher.wait(0.05)
     os.close(fd)
+    _dump(out + ".batches", batches)
 
 
 def claim_worker(root: str, team: str, member: str, out: str, go: Any) -> None:
@@ -137,6 +148,19 @@ def answer_worker(root: str, team: str, request_id: str, approve: bool, out: str
     try:
         requests.answer(ws, team, request_id, approve)
         _dump(out, "won")
+    except BadInput as exc:
+        _dump(out, f"refused: {exc}")
+
+
+def shutdown_worker(root: str, team: str, name: str, out: str, go: Any) -> None:
+    """Ask `name` to shut down; record whether this process's request was the one."""
+    from teamd.errors import BadInput
+
+    ws = Workspace.at(root)
+    go.wait()
+    try:
+        result = actions.shutdown(ws, team, name, reason="race")
+        _dump(out, result["request"]["request_id"])
     except BadInput as exc:
         _dump(out, f"refused: {exc}")
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
+import signal
 import stat
 from pathlib import Path
 
@@ -12,6 +13,14 @@ import pytest
 
 from teamd import files
 from teamd.errors import TeamdError
+
+
+@pytest.fixture
+def folder(tmp_path: Path) -> Path:
+    """A fresh, empty folder of the test's own (tmp_path also holds the hermetic root)."""
+    made = tmp_path / "files"
+    made.mkdir()
+    return made
 
 
 def mode(path: Path) -> int:
@@ -23,22 +32,22 @@ def lines_of(path: Path) -> list[bytes]:
 
 
 # -- folders and JSON documents ----------------------------------------------------------
-def test_ensure_dir_is_0700_whatever_the_umask(tmp_path: Path) -> None:
+def test_ensure_dir_is_0700_whatever_the_umask(folder: Path) -> None:
     old = os.umask(0o000)
     try:
-        made = files.ensure_dir(tmp_path / "a")
+        made = files.ensure_dir(folder / "a")
     finally:
         os.umask(old)
     old = os.umask(0o077 | 0o200)  # even a umask that takes the owner's write bit
     try:
-        other = files.ensure_dir(tmp_path / "b")
+        other = files.ensure_dir(folder / "b")
     finally:
         os.umask(old)
     assert mode(made) == 0o700 and mode(other) == 0o700
 
 
-def test_atomic_replace_writes_whole_document_0600_and_leaves_no_temp(tmp_path: Path) -> None:
-    path = tmp_path / "doc.json"
+def test_atomic_replace_writes_whole_document_0600_and_leaves_no_temp(folder: Path) -> None:
+    path = folder / "doc.json"
     old = os.umask(0o000)
     try:
         files.write_json(path, {"schema": 1, "n": 1})
@@ -47,12 +56,12 @@ def test_atomic_replace_writes_whole_document_0600_and_leaves_no_temp(tmp_path: 
         os.umask(old)
     assert files.read_json(path) == {"schema": 1, "n": 2, "text": "héllo"}
     assert mode(path) == 0o600
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["doc.json"]
+    assert sorted(p.name for p in folder.iterdir()) == ["doc.json"]
     assert path.read_bytes().endswith(b"\n")
 
 
-def test_atomic_replace_swaps_the_inode(tmp_path: Path) -> None:
-    path = tmp_path / "doc.json"
+def test_atomic_replace_swaps_the_inode(folder: Path) -> None:
+    path = folder / "doc.json"
     files.write_json(path, {"n": 1})
     before = path.stat().st_ino
     with open(path, "rb") as old_reader:
@@ -67,13 +76,14 @@ def _rewrite_many(path: str, count: int) -> None:
         files.write_json(Path(path), {"n": i, "pad": "x" * (i % 7) * 1000}, durable=False)
 
 
-def test_readers_never_see_a_torn_document(tmp_path: Path) -> None:
-    path = tmp_path / "doc.json"
+@pytest.mark.timeout(60)
+def test_readers_never_see_a_torn_document(folder: Path) -> None:
+    path = folder / "doc.json"
     files.write_json(path, {"n": -1})
     proc = multiprocessing.get_context("fork").Process(target=_rewrite_many,
                                                        args=(str(path), 1500))
     proc.start()
-    seen = set()
+    seen: set[int] = set()
     while proc.is_alive() or not seen:
         doc = files.read_json(path)  # raises on a torn document
         assert doc is not None
@@ -81,22 +91,22 @@ def test_readers_never_see_a_torn_document(tmp_path: Path) -> None:
     proc.join(10)
     assert proc.exitcode == 0
     assert files.read_json(path)["n"] == 1499  # type: ignore[index]
-    assert [p.name for p in tmp_path.iterdir()] == ["doc.json"]
+    assert [p.name for p in folder.iterdir()] == ["doc.json"]
 
 
-def test_read_json_missing_and_broken(tmp_path: Path) -> None:
-    assert files.read_json(tmp_path / "none.json") is None
-    (tmp_path / "bad.json").write_text("{not json")
+def test_read_json_missing_and_broken(folder: Path) -> None:
+    assert files.read_json(folder / "none.json") is None
+    (folder / "bad.json").write_text("{not json")
     with pytest.raises(TeamdError, match="not valid JSON"):
-        files.read_json(tmp_path / "bad.json")
-    (tmp_path / "list.json").write_text("[1]")
+        files.read_json(folder / "bad.json")
+    (folder / "list.json").write_text("[1]")
     with pytest.raises(TeamdError, match="JSON object"):
-        files.read_json(tmp_path / "list.json")
+        files.read_json(folder / "list.json")
 
 
 # -- JSONL append and read ---------------------------------------------------------------
-def test_append_writes_complete_lines_0600(tmp_path: Path) -> None:
-    path = tmp_path / "x.jsonl"
+def test_append_writes_complete_lines_0600(folder: Path) -> None:
+    path = folder / "x.jsonl"
     old = os.umask(0o000)
     try:
         files.append_jsonl(path, [{"a": 1}, {"b": "ü"}])
@@ -110,15 +120,15 @@ def test_append_writes_complete_lines_0600(tmp_path: Path) -> None:
     assert files.read_jsonl(path).records == [{"a": 1}, {"b": "ü"}, {"c": 3}]
 
 
-def test_a_record_with_newlines_in_text_stays_one_line(tmp_path: Path) -> None:
-    path = tmp_path / "x.jsonl"
+def test_a_record_with_newlines_in_text_stays_one_line(folder: Path) -> None:
+    path = folder / "x.jsonl"
     files.append_jsonl(path, [{"text": "line1\nline2\r\n\u2028"}])
     assert len(lines_of(path)) == 1
     assert files.read_jsonl(path).records == [{"text": "line1\nline2\r\n\u2028"}]
 
 
-def test_reader_ignores_a_torn_tail(tmp_path: Path) -> None:
-    path = tmp_path / "x.jsonl"
+def test_reader_ignores_a_torn_tail(folder: Path) -> None:
+    path = folder / "x.jsonl"
     files.append_jsonl(path, [{"n": 1}])
     with open(path, "ab") as fh:
         fh.write(b'{"n": 2, "half')
@@ -128,50 +138,50 @@ def test_reader_ignores_a_torn_tail(tmp_path: Path) -> None:
     assert not found.bad
 
 
-def test_next_writer_moves_torn_tail_aside_so_nothing_glues(tmp_path: Path) -> None:
-    path = tmp_path / "x.jsonl"
+def test_next_writer_moves_torn_tail_aside_so_nothing_glues(folder: Path) -> None:
+    path = folder / "x.jsonl"
     files.append_jsonl(path, [{"n": 1}])
     with open(path, "ab") as fh:
         fh.write(b'{"n": 2, "half')
     files.append_jsonl(path, [{"n": 3}])
     assert lines_of(path) == [b'{"n":1}\n', b'{"n":3}\n']
-    rejected = files.read_jsonl(tmp_path / "x.rejected.jsonl").records
+    rejected = files.read_jsonl(folder / "x.rejected.jsonl").records
     assert len(rejected) == 1
     assert rejected[0]["reason"] == "torn" and rejected[0]["line"] == '{"n": 2, "half'
-    assert mode(tmp_path / "x.rejected.jsonl") == 0o600
+    assert mode(folder / "x.rejected.jsonl") == 0o600
 
 
-def test_torn_tail_that_is_the_whole_file(tmp_path: Path) -> None:
-    path = tmp_path / "x.jsonl"
+def test_torn_tail_that_is_the_whole_file(folder: Path) -> None:
+    path = folder / "x.jsonl"
     path.write_bytes(b'{"partial"')
     files.append_jsonl(path, [{"n": 1}])
     assert lines_of(path) == [b'{"n":1}\n']
 
 
-def test_torn_tail_longer_than_a_mebibyte_is_moved_aside_whole(tmp_path: Path) -> None:
-    path = tmp_path / "x.jsonl"
+def test_torn_tail_longer_than_a_mebibyte_is_moved_aside_whole(folder: Path) -> None:
+    path = folder / "x.jsonl"
     files.append_jsonl(path, [{"n": 1}])
     big = b'{"content": "' + b"\\u0001" * 300_000  # ~1.8 MB of one unfinished line
     with open(path, "ab") as fh:
         fh.write(big)
     files.append_jsonl(path, [{"n": 2}])
     assert lines_of(path) == [b'{"n":1}\n', b'{"n":2}\n']
-    rejected = files.read_jsonl(tmp_path / "x.rejected.jsonl").records
+    rejected = files.read_jsonl(folder / "x.rejected.jsonl").records
     assert [r["line"].encode() for r in rejected] == [big]
 
 
-def test_reader_skips_bad_lines_without_crashing(tmp_path: Path) -> None:
-    path = tmp_path / "x.jsonl"
+def test_reader_skips_bad_lines_without_crashing(folder: Path) -> None:
+    path = folder / "x.jsonl"
     path.write_bytes(b'{"n":1}\nnot json\n[1,2]\n\n{"n":2}\n\xff\xfe\n')
     found = files.read_jsonl(path)
     assert found.records == [{"n": 1}, {"n": 2}]
     assert found.bad == [b"not json", b"[1,2]", b"\xff\xfe"]
-    assert files.read_jsonl(tmp_path / "missing.jsonl").records == []
+    assert files.read_jsonl(folder / "missing.jsonl").records == []
 
 
 # -- drain -------------------------------------------------------------------------------
-def test_drain_hands_records_to_consumer_then_truncates(tmp_path: Path) -> None:
-    path = tmp_path / "x.jsonl"
+def test_drain_hands_records_to_consumer_then_truncates(folder: Path) -> None:
+    path = folder / "x.jsonl"
     files.append_jsonl(path, [{"n": 1}, {"n": 2}])
     inode = path.stat().st_ino
     got: list[list[dict[str, int]]] = []
@@ -181,25 +191,25 @@ def test_drain_hands_records_to_consumer_then_truncates(tmp_path: Path) -> None:
     assert path.stat().st_ino == inode  # truncated in place, not replaced
     assert files.drain_jsonl(path, got.append) == []
     assert len(got) == 1  # the consumer is not called for nothing
-    assert files.drain_jsonl(tmp_path / "missing.jsonl", got.append) == []
-    assert not (tmp_path / "missing.jsonl").exists()
+    assert files.drain_jsonl(folder / "missing.jsonl", got.append) == []
+    assert not (folder / "missing.jsonl").exists()
 
 
-def test_drain_moves_bad_lines_and_torn_tail_to_rejected(tmp_path: Path) -> None:
-    path = tmp_path / "x.jsonl"
+def test_drain_moves_bad_lines_and_torn_tail_to_rejected(folder: Path) -> None:
+    path = folder / "x.jsonl"
     path.write_bytes(b'{"n":1}\nGARBAGE\n{"n":2}\n{"torn')
     got: list[dict[str, int]] = []
     assert files.drain_jsonl(path, got.extend) == [{"n": 1}, {"n": 2}]
     assert got == [{"n": 1}, {"n": 2}]
     assert path.read_bytes() == b""
-    rejected = files.read_jsonl(tmp_path / "x.rejected.jsonl").records
+    rejected = files.read_jsonl(folder / "x.rejected.jsonl").records
     assert [(r["reason"], r["line"]) for r in rejected] == [("bad", "GARBAGE"),
                                                             ("torn", '{"torn')]
     assert all(isinstance(r["rejected_at"], float) for r in rejected)
 
 
-def test_drain_does_not_truncate_when_the_consumer_raises(tmp_path: Path) -> None:
-    path = tmp_path / "x.jsonl"
+def test_drain_does_not_truncate_when_the_consumer_raises(folder: Path) -> None:
+    path = folder / "x.jsonl"
     files.append_jsonl(path, [{"n": 1}])
     before = path.read_bytes()
 
@@ -213,14 +223,14 @@ def test_drain_does_not_truncate_when_the_consumer_raises(tmp_path: Path) -> Non
     assert files.drain_jsonl(path, lambda b: None) == [{"n": 1}]
 
 
-def test_rewrite_jsonl_keeps_good_records_and_filters(tmp_path: Path) -> None:
-    path = tmp_path / "x.jsonl"
+def test_rewrite_jsonl_keeps_good_records_and_filters(folder: Path) -> None:
+    path = folder / "x.jsonl"
     path.write_bytes(b'{"n":1}\nbad\n{"n":2}\n{"n":3}\n{"to')
     kept = files.rewrite_jsonl(path, keep=lambda r: r["n"] != 2)
     assert kept.records == [{"n": 1}, {"n": 3}]
     assert lines_of(path) == [b'{"n":1}\n', b'{"n":3}\n']
     assert mode(path) == 0o600
-    assert len(files.read_jsonl(tmp_path / "x.rejected.jsonl").records) == 2
+    assert len(files.read_jsonl(folder / "x.rejected.jsonl").records) == 2
     st = path.stat()
     files.rewrite_jsonl(path)  # clean: nothing to do, file untouched
     assert path.stat().st_ino == st.st_ino and path.stat().st_mtime_ns == st.st_mtime_ns
@@ -233,29 +243,28 @@ def test_rejected_path_names() -> None:
 
 
 # -- locks -------------------------------------------------------------------------------
-def _hold_lock(path: str, held: object, release: object) -> None:
+def _hold_lock(path: str, held: object) -> None:
     with files.lock(Path(path)):
         held.set()  # type: ignore[attr-defined]
-        release.wait(10)  # type: ignore[attr-defined]
+        signal.pause()  # until killed: the lock is never released by us
 
 
-def test_lock_excludes_other_processes_and_dies_with_its_holder(tmp_path: Path) -> None:
+@pytest.mark.timeout(60)
+def test_lock_excludes_other_processes_and_dies_with_its_holder(folder: Path) -> None:
     import filelock
 
     ctx = multiprocessing.get_context("fork")
-    path = tmp_path / "x.jsonl"
-    held, release = ctx.Event(), ctx.Event()
-    proc = ctx.Process(target=_hold_lock, args=(str(path), held, release))
+    path = folder / "x.jsonl"
+    held = ctx.Event()
+    proc = ctx.Process(target=_hold_lock, args=(str(path), held))
     proc.start()
     try:
         assert held.wait(10)
         with pytest.raises(filelock.Timeout):
             files.lock(path, timeout=0.05).acquire()
+    finally:
         proc.kill()  # no release: the kernel drops the flock with the process
         proc.join(10)
-        with files.lock(path, timeout=5):
-            pass
-    finally:
-        release.set()
-        proc.join(10)
+    with files.lock(path, timeout=5):
+        pass
     assert files.lock_path(path).exists()  # kept, never deleted

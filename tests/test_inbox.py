@@ -1,0 +1,145 @@
+"""teamd.inbox: messages, delivery, peek and lossless drain (CONTRACT §3)."""
+
+from __future__ import annotations
+
+import pytest
+
+from teamd import actions, events, files, inbox
+from teamd.errors import BadInput
+from teamd.layout import Workspace
+
+TEAM = "t"
+
+
+@pytest.fixture
+def team(ws: Workspace) -> str:
+    actions.create_team(ws, TEAM)
+    for name in ("alice", "bob"):
+        actions.spawn(ws, TEAM, name, "work")
+    return TEAM
+
+
+# -- make --------------------------------------------------------------------------------
+def test_make_has_every_required_field() -> None:
+    msg = inbox.make("message", "lead", "alice", "hi", summary="s", request_id=None)
+    assert set(msg) == {"id", "type", "sender", "recipient", "content", "timestamp", "summary"}
+    assert msg["type"] == "message" and msg["sender"] == "lead" and msg["recipient"] == "alice"
+    assert msg["content"] == "hi" and msg["summary"] == "s"
+    assert isinstance(msg["id"], str) and msg["id"]
+    assert isinstance(msg["timestamp"], float)
+    assert "request_id" not in msg  # None extras are left out
+
+
+def test_make_ids_are_unique() -> None:
+    ids = {inbox.make("message", "lead", "a", "x")["id"] for _ in range(2000)}
+    assert len(ids) == 2000
+
+
+def test_make_refuses_unknown_type() -> None:
+    with pytest.raises(BadInput, match="unknown message type 'chat'"):
+        inbox.make("chat", "lead", "a", "x")
+
+
+def test_content_limit_is_256_kib_of_utf8() -> None:
+    assert inbox.check_content("x" * 256 * 1024)
+    with pytest.raises(BadInput, match="262145 bytes"):
+        inbox.check_content("x" * (256 * 1024 + 1))
+    # counted in UTF-8 bytes, not characters
+    with pytest.raises(BadInput, match="limit"):
+        inbox.check_content("é" * (128 * 1024 + 1))
+
+
+@pytest.mark.parametrize("bad", ["a\x00b", "\udcff", "ok\ud800"])
+def test_content_must_be_valid_text(bad: str) -> None:
+    with pytest.raises(BadInput):
+        inbox.check_content(bad)
+
+
+def test_content_must_be_text() -> None:
+    with pytest.raises(BadInput, match="text"):
+        inbox.check_content(b"bytes")  # type: ignore[arg-type]
+
+
+# -- deliver, peek, drain ----------------------------------------------------------------
+def test_deliver_appends_to_the_recipients_inbox_and_journals(ws: Workspace, team: str) -> None:
+    m1 = inbox.make("message", "lead", "alice", "one")
+    m2 = inbox.make("message", "bob", "alice", "two\nlines")
+    inbox.deliver(ws, team, [m1])
+    inbox.deliver(ws, team, [m2])
+    assert inbox.peek(ws, team, "alice") == [m1, m2]
+    assert inbox.peek(ws, team, "bob") == []
+    raw = ws.inbox(team, "alice").read_bytes()
+    assert raw.count(b"\n") == 2 and raw.endswith(b"\n")
+    journal = [r for r in events.read(ws, team) if r["event"] == "message"]
+    assert [r["message"] for r in journal] == [m1, m2]
+    assert [r["member"] for r in journal] == ["lead", "bob"]
+
+
+def test_peek_does_not_take(ws: Workspace, team: str) -> None:
+    msg = inbox.make("message", "lead", "alice", "x")
+    inbox.deliver(ws, team, [msg])
+    assert inbox.peek(ws, team, "alice") == [msg]
+    assert inbox.peek(ws, team, "alice") == [msg]
+
+
+def test_drain_takes_everything_once_and_history_stays(ws: Workspace, team: str) -> None:
+    sent = [inbox.make("message", "lead", "alice", f"m{i}") for i in range(5)]
+    inbox.deliver(ws, team, sent)
+    recorded: list[dict[str, object]] = []
+    assert inbox.drain(ws, team, "alice", recorded.extend) == sent
+    assert recorded == sent
+    assert inbox.peek(ws, team, "alice") == []
+    assert ws.inbox(team, "alice").read_bytes() == b""
+    assert inbox.drain(ws, team, "alice", recorded.extend) == []
+    assert len(recorded) == 5
+    # the journal still has every message after the drain
+    ids = [r["message"]["id"] for r in events.read(ws, team) if r["event"] == "message"]
+    assert ids == [m["id"] for m in sent]
+
+
+def test_drain_keeps_messages_when_the_consumer_fails(ws: Workspace, team: str) -> None:
+    msg = inbox.make("message", "lead", "alice", "precious")
+    inbox.deliver(ws, team, [msg])
+
+    def crash(batch: list[dict[str, object]]) -> None:
+        raise RuntimeError("session write failed")
+
+    with pytest.raises(RuntimeError):
+        inbox.drain(ws, team, "alice", crash)
+    assert inbox.peek(ws, team, "alice") == [msg]
+
+
+def test_drain_moves_a_bad_line_aside(ws: Workspace, team: str) -> None:
+    msg = inbox.make("message", "lead", "alice", "good")
+    inbox.deliver(ws, team, [msg])
+    with open(ws.inbox(team, "alice"), "ab") as fh:
+        fh.write(b"this is not json\n")
+    assert inbox.peek(ws, team, "alice") == [msg]  # readers skip it
+    assert inbox.drain(ws, team, "alice", lambda b: None) == [msg]
+    rejected = files.read_jsonl(ws.team_dir(team) / "alice_inbox.rejected.jsonl").records
+    assert [r["line"] for r in rejected] == ["this is not json"]
+
+
+def test_a_torn_inbox_tail_does_not_glue_onto_the_next_message(ws: Workspace,
+                                                               team: str) -> None:
+    with open(ws.inbox(team, "alice"), "ab") as fh:
+        fh.write(b'{"id": "dead-writer", "type": "mess')
+    msg = inbox.make("message", "lead", "alice", "after")
+    inbox.deliver(ws, team, [msg])
+    assert inbox.peek(ws, team, "alice") == [msg]
+    assert files.parse_lines(ws.inbox(team, "alice").read_bytes()).clean
+
+
+def test_broadcast_is_one_event_with_the_same_id_in_every_inbox(ws: Workspace,
+                                                                team: str) -> None:
+    first = inbox.make("broadcast", "alice", "bob", "all hands")
+    copies = [{**first, "recipient": r} for r in ("bob", "lead")]
+    inbox.deliver(ws, team, copies)
+    got_bob, got_lead = inbox.peek(ws, team, "bob"), inbox.peek(ws, team, "lead")
+    assert len(got_bob) == len(got_lead) == 1
+    assert got_bob[0]["id"] == got_lead[0]["id"] == first["id"]
+    assert got_bob[0]["recipient"] == "bob" and got_lead[0]["recipient"] == "lead"
+    journal = [r for r in events.read(ws, team) if r["event"] == "message"]
+    assert len(journal) == 1
+    assert journal[0]["message"]["id"] == first["id"]
+    assert journal[0]["message"]["recipients"] == ["bob", "lead"]

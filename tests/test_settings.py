@@ -1,0 +1,121 @@
+"""teamd.settings: defaults, teamd.toml, TEAMD_* overrides, bad values (CONTRACT §10)."""
+
+from __future__ import annotations
+
+import os
+import stat
+import tomllib
+
+import pytest
+
+from teamd import settings
+from teamd.errors import BadInput
+from teamd.layout import Workspace
+
+CONTRACT_DEFAULTS = {
+    "model": "claude-sonnet-4-5", "max_tokens": 8000, "idle_timeout": 60,
+    "compact_threshold": 150000, "bash_timeout": 120, "backoff_initial": 1,
+    "backoff_max": 60, "backoff_reset": 60, "restart_limit": 5, "restart_window": 60,
+    "stop_timeout": 20, "events_max_bytes": 67108864, "events_keep": 5,
+}
+
+
+def test_defaults_are_the_contracts(ws: Workspace) -> None:
+    assert not ws.settings_file.exists()
+    assert settings.load(ws).as_toml_table() == CONTRACT_DEFAULTS
+
+
+def test_write_defaults_writes_every_key_0600_and_refuses_to_overwrite(
+        ws: Workspace, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-secret-never-written")
+    old = os.umask(0o000)
+    try:
+        path = settings.write_defaults(ws)
+    finally:
+        os.umask(old)
+    assert path == ws.settings_file
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    text = path.read_text()
+    assert tomllib.loads(text) == CONTRACT_DEFAULTS
+    assert "sk-ant" not in text and "ANTHROPIC" not in text
+    path.write_text("idle_timeout = 5\n")
+    with pytest.raises(BadInput, match="already exists"):
+        settings.write_defaults(ws)
+    assert path.read_text() == "idle_timeout = 5\n"
+    settings.write_defaults(ws, force=True)
+    assert tomllib.loads(path.read_text()) == CONTRACT_DEFAULTS
+
+
+def test_toml_values_are_read(ws: Workspace) -> None:
+    ws.settings_file.write_text('model = "claude-opus-4"\nidle_timeout = 2.5\n'
+                                "events_keep = 9\n")
+    conf = settings.load(ws)
+    assert conf.model == "claude-opus-4" and conf.idle_timeout == 2.5 and conf.events_keep == 9
+    assert conf.max_tokens == 8000  # the rest stay at their defaults
+    assert isinstance(conf.events_keep, int) and isinstance(conf.idle_timeout, float)
+
+
+def test_a_changed_file_is_read_again(ws: Workspace) -> None:
+    ws.settings_file.write_text("idle_timeout = 1\n")
+    assert settings.load(ws).idle_timeout == 1
+    # same size, written at once: still seen (the file is replaced, as an editor does)
+    tmp = ws.root / "new.toml"
+    tmp.write_text("idle_timeout = 2\n")
+    os.replace(tmp, ws.settings_file)
+    assert settings.load(ws).idle_timeout == 2
+    ws.settings_file.unlink()
+    assert settings.load(ws).idle_timeout == 60
+
+
+def test_environment_overrides_the_file(ws: Workspace,
+                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    ws.settings_file.write_text("idle_timeout = 5\nstop_timeout = 3\n")
+    monkeypatch.setenv("TEAMD_IDLE_TIMEOUT", "7.5")
+    monkeypatch.setenv("TEAMD_MODEL", "claude-haiku")
+    monkeypatch.setenv("TEAMD_EVENTS_MAX_BYTES", "1024")
+    monkeypatch.setenv("TEAMD_STOP_TIMEOUT", "")  # empty: not an override
+    conf = settings.load(ws)
+    assert conf.idle_timeout == 7.5 and conf.model == "claude-haiku"
+    assert conf.events_max_bytes == 1024 and conf.stop_timeout == 3
+    # an explicit environment mapping is honoured too
+    conf = settings.load(ws, environ={"TEAMD_RESTART_LIMIT": "9"})
+    assert conf.restart_limit == 9 and conf.idle_timeout == 5
+
+
+@pytest.mark.parametrize("text, key", [
+    ("idle_timeout = -1\n", "idle_timeout"),
+    ('max_tokens = "lots"\n', "max_tokens"),
+    ("max_tokens = 1.5\n", "max_tokens"),
+    ("stop_timeout = true\n", "stop_timeout"),
+    ('model = ""\n', "model"),
+    ("model = 3\n", "model"),
+    ("idle_timeout = nan\n", "idle_timeout"),
+    ("events_keep = [1]\n", "events_keep"),
+    ("no_such_key = 1\n", "no_such_key"),
+    ("idle_timeout = = 3\n", "not valid TOML"),
+    ("[section]\nx = 1\n", "section"),
+])
+def test_bad_toml_values_are_refused_naming_the_key(ws: Workspace, text: str,
+                                                    key: str) -> None:
+    ws.settings_file.write_text(text)
+    with pytest.raises(BadInput, match=key) as info:
+        settings.load(ws)
+    assert str(ws.settings_file) in str(info.value)
+    assert "\n" not in str(info.value).strip()
+
+
+def test_invalid_utf8_toml_is_refused(ws: Workspace) -> None:
+    ws.settings_file.write_bytes(b'model = "\xff"\n')
+    with pytest.raises(BadInput, match="TOML"):
+        settings.load(ws)
+
+
+@pytest.mark.parametrize("var, value", [
+    ("TEAMD_IDLE_TIMEOUT", "soon"), ("TEAMD_IDLE_TIMEOUT", "-3"),
+    ("TEAMD_MAX_TOKENS", "1.5"), ("TEAMD_EVENTS_KEEP", "nan"), ("TEAMD_STOP_TIMEOUT", "nan"),
+])
+def test_bad_environment_values_are_refused_naming_the_variable(
+        ws: Workspace, monkeypatch: pytest.MonkeyPatch, var: str, value: str) -> None:
+    monkeypatch.setenv(var, value)
+    with pytest.raises(BadInput, match=var):
+        settings.load(ws)

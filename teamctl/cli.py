@@ -7,6 +7,7 @@ does): the supervisor and the agent live behind `teamd run`.
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from typing import Annotated, Any
@@ -584,6 +585,10 @@ def main() -> None:
         sys.exit(exc.exit_code)
     except KeyboardInterrupt:
         sys.exit(130)
+    except BrokenPipeError:
+        # `teamctl … | head` closed the pipe: not an error worth a traceback
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(0)
     except SystemExit:
         raise
     except Exception as exc:  # click's usage errors carry their own exit code

@@ -40,13 +40,16 @@ class CrashHistory:
 
 
 def status_after_exit(code: int | None, desired: str, supervisor_stopping: bool) -> str:
-    """The status an exit leaves a member in (CONTRACT §4, "Exits")."""
-    if supervisor_stopping:
-        return "pending"
+    """The status an exit leaves a member in (CONTRACT §4, "Exits"): `desired=stopped`
+    (or an approved shutdown's exit 0) → shutdown; 75 → sleeping, which survives a
+    supervisor restart; anything else is a crash → backoff, unless the supervisor is
+    stopping (it SIGTERMed the member itself) → pending, for the next supervisor."""
     if desired == "stopped" or code == EXIT_SHUTDOWN:
         return "shutdown"
     if code == EXIT_SLEEP:
         return "sleeping"
+    if supervisor_stopping:
+        return "pending"
     return "backoff"
 
 

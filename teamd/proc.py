@@ -83,6 +83,33 @@ def _max_fd() -> int:
         return os.sysconf("SC_OPEN_MAX")
 
 
+def wipe_environ_block(keys: Iterable[str]) -> None:
+    """Blank `keys` out of this process's original environment block, in place.
+
+    `/proc/PID/environ` (what `ps e` shows) is the block the kernel laid out at exec, and a
+    forked child shares a copy of its parent's: removing a variable with `unsetenv` (as
+    `os.environ.pop` does) only drops the C `environ` pointer to it, the text stays visible.
+    Call this after the keys were removed from `os.environ`; nothing points at the entries
+    any more, so they are overwritten with NUL bytes. Best effort: silently does nothing
+    where the block's bounds cannot be read.
+    """
+    wanted = tuple(f"{k}=".encode() for k in keys)
+    try:
+        with open("/proc/self/stat", "rb") as fh:
+            fields = fh.read().rsplit(b")", 1)[1].split()
+        start, end = int(fields[47]), int(fields[48])  # env_start, env_end (proc(5) 50, 51)
+    except (OSError, IndexError, ValueError):
+        return
+    if not 0 < start < end:
+        return
+    block = ctypes.string_at(start, end - start)
+    at = 0
+    for entry in block.split(b"\0"):
+        if entry.startswith(wanted):
+            ctypes.memset(start + at, 0, len(entry))
+        at += len(entry) + 1
+
+
 def redirect_stdio(log_path: str) -> None:
     """stdin from /dev/null; stdout and stderr appended to the member's own log file."""
     null = os.open(os.devnull, os.O_RDONLY)

@@ -47,6 +47,64 @@ WAIT_LIVE_INTERVAL = 0.2  # re-check while a previous supervisor's process winds
 RELEVANT_SUFFIXES = ("config.json", "_inbox.jsonl", ".highwatermark")
 
 
+WARM_REPLY: Json = {
+    "id": "msg_warm_up", "type": "message", "role": "assistant", "model": "warm-up",
+    "content": [{"type": "text", "text": "ok"},
+                {"type": "tool_use", "id": "toolu_warm_up", "name": "bash", "input": {}}],
+    "stop_reason": "tool_use", "stop_sequence": None,
+    "usage": {"input_tokens": 1, "output_tokens": 1}}
+
+
+def warm_sdk() -> None:
+    """Do the SDK's first-use work once, in the supervisor, so every fork shares it.
+
+    Importing anthropic is not all: its first client imports the HTTP stack (httpcore, h11,
+    truststore …), and its first call builds request transforms and the pydantic schemas of
+    the reply. Done in each teammate, that cost ~50 ms on the way to its first request and
+    ~8 MB of private memory apiece. Here one client is built and closed, and one call is
+    answered by an in-memory transport (no network, no thread; nothing of it is kept: each
+    teammate builds its own client). An optimisation only: any failure is logged and ignored.
+    """
+    chatty = [logging.getLogger(n) for n in ("httpx", "httpx2", "anthropic")]
+    levels = [logger.level for logger in chatty]
+    for logger in chatty:  # no "HTTP Request: POST http://warm-up.invalid" in teamd's log
+        logger.setLevel(logging.WARNING)
+    try:
+        import anthropic
+
+        try:
+            import httpx2 as httpx  # what the SDK uses from 2.x on
+        except ImportError:  # pragma: no cover - older SDKs
+            import httpx  # type: ignore[no-redef]
+
+        anthropic.Anthropic(api_key="warm-up").close()
+        transport = httpx.MockTransport(lambda request: httpx.Response(200, json=WARM_REPLY))
+        cache = {"type": "ephemeral"}
+        params: dict[str, Any] = dict(  # the shapes a teammate sends: caching, tools, results
+            model="warm-up", max_tokens=1,
+            system=[{"type": "text", "text": "warm-up", "cache_control": cache}],
+            tools=[{"name": "bash", "description": "warm-up", "cache_control": cache,
+                    "input_schema": {"type": "object", "properties": {}}}],
+            messages=[
+                {"role": "user", "content": [{"type": "text", "text": "warm-up"}]},
+                {"role": "assistant", "content": WARM_REPLY["content"]},
+                {"role": "user", "content": [
+                    {"type": "tool_result", "tool_use_id": "toolu_warm_up", "content": "ok",
+                     "is_error": False, "cache_control": cache}]}])
+        with anthropic.Anthropic(
+                api_key="warm-up", base_url="http://warm-up.invalid", max_retries=0,
+                http_client=anthropic.DefaultHttpxClient(transport=transport)) as client:
+            reply = client.messages.create(**params)
+            for block in reply.content:
+                block.model_dump(exclude_none=True)
+    except Exception as exc:
+        log.warning("could not warm up the anthropic SDK before forking (%s: %s); "
+                    "teammates will start slower", type(exc).__name__, exc)
+    finally:
+        for logger, level in zip(chatty, levels, strict=True):
+            logger.setLevel(level)
+
+
 @dataclass
 class Child:
     team: str
@@ -72,6 +130,7 @@ class Supervisor:
         self.pid = os.getpid()
         self.children: dict[int, Child] = {}
         self.crashes: dict[tuple[str, str], policy.CrashHistory] = {}
+        self.orphans: dict[tuple[int, float], float] = {}  # (pid, start) → first seen
         self.sig_queue: list[int] = []
         self.stopping = False
         self.notifier = Notifier.from_env()
@@ -117,6 +176,7 @@ class Supervisor:
 
         import teamd.agent.loop  # noqa: F401
 
+        warm_sdk()
         gc.collect()
         gc.freeze()
 
@@ -226,6 +286,8 @@ class Supervisor:
         now = time.time()
         self.wake_at = None
         by_member = {c.key: c for c in self.children.values()}
+        if self.orphans:
+            self.orphans = {k: t for k, t in self.orphans.items() if psutil.pid_exists(k[0])}
         for team in self.ws.team_names():
             try:
                 config = roster.load(self.ws, team)
@@ -257,15 +319,15 @@ class Supervisor:
                     child.restarting = True
                     self.kill_worker(child, signal.SIGTERM)
                 continue
+            orphan = roster.process_of(m)
+            if orphan is not None:
+                self.end_orphan(team, m["name"], orphan, now)
+                continue
             if m["desired"] != "running":
-                if m["status"] != "shutdown" and not roster.is_live(m):
+                if m["status"] != "shutdown":
                     self.mark(team, m["name"], "shutdown")
                 continue
             if deleting:
-                continue
-            if roster.is_live(m):
-                # a process of an earlier supervisor is still dying (parent-death signal)
-                self.wake_in(WAIT_LIVE_INTERVAL)
                 continue
             if (m.get("restart_requested_at") or 0) > (m.get("started_at") or 0):
                 self.crashes.pop((team, m["name"]), None)
@@ -290,6 +352,26 @@ class Supervisor:
                 self._watcher.remove(self.ws.team_dir(team))
                 self._watcher.remove(self.ws.tasks_dir(team))
             log.info("team_deleted: %s", team)
+
+    def end_orphan(self, team: str, name: str, proc: psutil.Process, now: float) -> None:
+        """A live process of the member that is not our child: an earlier supervisor's,
+        normally dying of its parent-death signal already. Nothing new is forked for the
+        member until it is gone; it gets SIGTERM at once and SIGKILL after stop_timeout.
+        psutil re-checks the start time before each signal: a reused pid is never hit."""
+        key = (proc.pid, proc.create_time())
+        try:
+            if key not in self.orphans:
+                self.orphans[key] = now
+                log.warning("%s/%s: pid %d of an earlier supervisor is still running: "
+                            "SIGTERM", team, name, proc.pid)
+                proc.terminate()
+            elif now - self.orphans[key] >= self.conf.stop_timeout:
+                log.warning("%s/%s: pid %d ignored SIGTERM for %gs: SIGKILL", team, name,
+                            proc.pid, self.conf.stop_timeout)
+                proc.kill()
+        except psutil.Error:
+            pass
+        self.wake_in(WAIT_LIVE_INTERVAL)
 
     def wake_in(self, seconds: float) -> None:
         at = time.time() + max(0.0, seconds)

@@ -7,7 +7,6 @@ does the conversation tail, so each call re-reads the previous call's prefix fro
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 from teamd.files import Json
@@ -93,11 +92,14 @@ def with_cache_breakpoints(system: str, tools: list[Json], messages: list[dict[s
     tools = [dict(t) for t in tools]
     if tools:
         tools[-1]["cache_control"] = {"type": "ephemeral"}
-    messages = copy.deepcopy(messages)
-    if messages and messages[-1]["content"]:
-        tail = messages[-1]["content"][-1]
-        if isinstance(tail, dict):
-            tail["cache_control"] = {"type": "ephemeral"}
+    # Only the tail block changes: copy that one and share the rest (the SDK copies the
+    # whole request again anyway; a deep copy here cost a millisecond per call on a long
+    # conversation, on the path from a new message to the model).
+    messages = list(messages)
+    if messages and messages[-1]["content"] and isinstance(messages[-1]["content"][-1], dict):
+        last = messages[-1]
+        tail = {**last["content"][-1], "cache_control": {"type": "ephemeral"}}
+        messages[-1] = {**last, "content": [*last["content"][:-1], tail]}
     return sys_blocks, tools, messages
 
 

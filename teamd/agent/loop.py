@@ -9,8 +9,10 @@ moment resumes the same conversation without showing a message twice or re-runni
 
 from __future__ import annotations
 
+import fcntl
 import logging
 import os
+import select
 import signal
 import time
 from pathlib import Path
@@ -52,6 +54,7 @@ class Member:
         self.prompt = member["prompt"]
         self.model_name = member.get("model") or self.conf.model
         self.identity = context.identity(name, team, self.kind)
+        self.inbox_path = ws.inbox(team, name)
         self.system = context.system_prompt(member, team, str(self.cwd))
         self.toolbox = Toolbox(ws, team, name, kind=self.kind, cwd=self.cwd,
                                bash_timeout=self.conf.bash_timeout,
@@ -62,12 +65,24 @@ class Member:
         self.status: str | None = member.get("status")
         self.last_context = 0
         self.api_delay = API_RETRY_FIRST
+        self.api_wait = 0.0
+        self.watcher: Watcher | None = None
+        self.wakeup = -1  # read end of the signal wakeup pipe (see `run`)
         self.api_trouble_told = False
-        self.shutdown_asks: list[str] = []  # request ids the model has been shown
+        # request ids the model has been shown (after a restart: those still pending)
+        self.shutdown_asks: list[str] = self.shown_shutdown_asks()
 
     # -- the loop ------------------------------------------------------------------------
     def run(self) -> int:
         signal.signal(signal.SIGTERM, self.on_sigterm)
+        # The handler is Python code, run between bytecodes: a SIGTERM landing just before
+        # a blocking wait begins would sit unhandled until the wait ends (up to
+        # idle_timeout). The wakeup fd turns it into a readable byte the waits select on.
+        self.wakeup, wakeup_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        signal.set_wakeup_fd(wakeup_w, warn_on_full_buffer=False)
+        # Python's own default, which the fork's signal reset undid: a write to a closed
+        # connection must be an error the SDK handles, not a death by SIGPIPE
+        signal.signal(signal.SIGPIPE, signal.SIG_IGN)
         if self.session.empty:
             self.session.append({"type": "user", "content": [
                 {"type": "text", "text": self.prompt}]})
@@ -97,9 +112,13 @@ class Member:
         if self.last_context > self.conf.compact_threshold:
             self.compact()
         self.note_shutdown_asks(self.take_inbox())
-        self.set_status("active")
         reply = self.ask_model(context.micro_compact(self.session.messages(self.identity)))
-        if reply is None:
+        if reply is None:  # the API failed past the SDK's retries (see api_trouble)
+            for rid in self.shutdown_asks:
+                if requests.get(self.ws, self.team, rid)["status"] == "pending":
+                    # the model cannot answer it: the harness does, as at the end of a turn
+                    return self.approve_shutdown(rid, "the model API is unavailable")
+            self.wait_for_inbox(self.api_wait)
             return None
         self.last_context = context.context_size(reply.usage)
         content = reply.content or [{"type": "text", "text": "(no reply)"}]
@@ -120,52 +139,129 @@ class Member:
 
     def idle(self) -> int | None:
         """Wait for work. None = back to work; an exit code = leave."""
-        self.set_status("idle")
+        deadline = time.monotonic() + self.conf.idle_timeout
+        watcher = self.idle_watcher()
+        watcher.drain()  # changes made while busy: what they brought is checked below
+        # The roster says idle once the member really waits: armed, the lead told.
         if self.kind != "lead":
             self.tell_lead_idle()
-        deadline = time.monotonic() + self.conf.idle_timeout
-        inbox_file = self.ws.inbox(self.team, self.name).name
-
-        def interesting(fname: str) -> bool:
-            return fname == inbox_file or (fname.endswith(".json") and fname[0].isdigit())
-
-        folders = [self.ws.team_dir(self.team), self.ws.tasks_dir(self.team)]
-        with Watcher(folders, interesting=interesting) as watcher:
-            while True:  # the watcher is armed before each check: no line slips past
-                new = self.take_inbox()
-                asks = [m for m in new if m["type"] == "shutdown_request"]
-                if asks:
-                    return self.approve_shutdown(asks[0]["request_id"], "idle")
-                if new:
+        self.set_status("idle")
+        while True:  # the watcher is armed before each check: no line slips past
+            new = self.take_inbox()
+            asks = [m for m in new if m["type"] == "shutdown_request"]
+            if asks:
+                return self.approve_shutdown(asks[0]["request_id"], "idle")
+            if new:
+                return None
+            if self.kind != "lead":
+                task = board.claim(self.ws, self.team, self.name)
+                if task is not None:
+                    text = f"<auto-claimed>Task #{task['id']}: {task['subject']}"
+                    if task.get("description"):
+                        text += f"\n{task['description']}"
+                    self.session.append({"type": "user", "content": [
+                        {"type": "text", "text": text + "</auto-claimed>"}]})
                     return None
-                if self.kind != "lead":
-                    task = board.claim(self.ws, self.team, self.name)
-                    if task is not None:
-                        text = f"<auto-claimed>Task #{task['id']}: {task['subject']}"
-                        if task.get("description"):
-                            text += f"\n{task['description']}"
-                        self.session.append({"type": "user", "content": [
-                            {"type": "text", "text": text + "</auto-claimed>"}]})
-                        return None
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    log.info("idle for %gs: going to sleep", self.conf.idle_timeout)
-                    return EXIT_SLEEP
-                watcher.wait(left)
+            left = deadline - time.monotonic()
+            if left <= 0:
+                log.info("idle for %gs: going to sleep", self.conf.idle_timeout)
+                return EXIT_SLEEP
+            self.wait_on(watcher, left)
+
+    def wait_on(self, watcher: Watcher, timeout: float) -> None:
+        """`watcher.wait(timeout)` that a signal also ends (see `run`): on return to
+        Python its handler runs."""
+        if self.wakeup < 0:  # not in `run` (no wakeup fd)
+            watcher.wait(timeout)
+            return
+        deadline = time.monotonic() + timeout
+        while (left := deadline - time.monotonic()) > 0:
+            if watcher.polling:
+                select.select([self.wakeup], [], [], min(left, watcher.poll_fallback))
+                return
+            ready, _, _ = select.select([watcher.fileno(), self.wakeup], [], [], left)
+            if not ready:
+                return
+            if self.wakeup in ready:
+                try:
+                    while os.read(self.wakeup, 512):
+                        pass
+                except BlockingIOError:
+                    pass
+                return
+            if watcher.wait(0):  # takes the queued changes in; True if one matters
+                return
+
+    def idle_watcher(self) -> Watcher:
+        """inotify on the team folder (the inbox) and the board, armed at the first idle
+        and kept for the life of the process (no set-up or tear-down per wake-up)."""
+        if self.watcher is None:
+            inbox_file = self.inbox_path.name
+
+            def interesting(fname: str) -> bool:
+                return fname == inbox_file or (fname.endswith(".json") and fname[0].isdigit())
+
+            self.watcher = Watcher([self.ws.team_dir(self.team), self.ws.tasks_dir(self.team)],
+                                   interesting=interesting)
+        return self.watcher
 
     # -- inbox and protocols -------------------------------------------------------------
     def take_inbox(self) -> list[Json]:
         """Drain the inbox into the session (recorded and fsynced before the cut)."""
+        try:
+            if self.inbox_path.stat().st_size == 0:
+                # Nothing has landed (a line is one write under the lock, so a size of 0
+                # means no line yet): no need for the lock. A line landing right after
+                # this is taken at the next check, as if it had landed after the drain.
+                return []
+        except FileNotFoundError:
+            return []
+        self.wait_for_sender()
         fresh: list[Json] = []
 
         def consume(batch: list[Json]) -> None:
-            new = [m for m in batch if m.get("id") not in self.session.known_ids]
+            new: list[Json] = []
+            taken: set[str] = set()
+            for m in batch:  # de-duplicated on the id, within the batch too
+                mid = str(m.get("id"))
+                if mid not in self.session.known_ids and mid not in taken:
+                    taken.add(mid)
+                    new.append(m)
             if new:
                 self.session.append({"type": "inbox", "messages": new})
                 fresh.extend(new)
 
         inbox.drain(self.ws, self.team, self.name, consume)
         return fresh
+
+    def wait_for_sender(self) -> None:
+        """Block in flock until no sender holds the inbox lock. inotify wakes us at the
+        sender's write, before its fsync and unlock; `files.lock` (filelock) would then
+        retry every millisecond, while the kernel hands a blocking flock over at once.
+        The drain right after takes the lock for real (this shared lock is dropped)."""
+        try:
+            fd = os.open(files.lock_path(self.inbox_path), os.O_RDONLY | os.O_CLOEXEC)
+        except FileNotFoundError:
+            return
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH)
+        finally:
+            os.close(fd)  # releases it
+
+    def shown_shutdown_asks(self) -> list[str]:
+        """Shutdown requests in the conversation that are still pending (after a restart
+        the model may have seen one and not answered yet: the harness must still know)."""
+        asks = [m["request_id"] for r in self.session.records if r["type"] == "inbox"
+                for m in r["messages"] if m["type"] == "shutdown_request"
+                and m.get("request_id")]
+        pending = []
+        for rid in asks:
+            try:
+                if requests.get(self.ws, self.team, rid)["status"] == "pending":
+                    pending.append(rid)
+            except TeamdError:
+                continue
+        return pending
 
     def note_shutdown_asks(self, messages: list[Json]) -> None:
         self.shutdown_asks.extend(m["request_id"] for m in messages
@@ -210,8 +306,12 @@ class Member:
     def ask_model(self, messages: list[dict[str, Any]], **extra: Any) -> model.Reply | None:
         system, tools, messages = context.with_cache_breakpoints(self.system, self.specs,
                                                                  messages)
+        # "active" reaches the roster as soon as the request has left, not before it: that
+        # write (roster lock, fsyncs, journal) would otherwise sit on the path from a new
+        # message to the model. It is done before `call` returns.
+        mark_active = None if self.status == "active" else lambda: self.set_status("active")
         try:
-            reply = model.call(self.client, model=self.model_name,
+            reply = model.call(self.client, after_send=mark_active, model=self.model_name,
                                max_tokens=self.conf.max_tokens, system=system, tools=tools,
                                messages=messages, **extra)
         except model.ModelUnavailable as exc:
@@ -225,7 +325,8 @@ class Member:
         return reply
 
     def api_trouble(self, text: str) -> None:
-        """Past the SDK's retries: say so, keep the status truthful, wait, try again."""
+        """Past the SDK's retries: say so and keep the status truthful; `turn` waits
+        `api_wait` seconds (doubling up to API_RETRY_MAX) before trying again."""
         delay = self.api_delay
         line = f"{text}, retrying in {delay:g} s"
         log.warning(line)
@@ -238,16 +339,36 @@ class Member:
             inbox.deliver(self.ws, self.team, [inbox.make(
                 "message", self.name, LEAD, f"{self.name}: cannot reach the model ({line})")])
         self.api_delay = min(API_RETRY_MAX, delay * 2)
-        time.sleep(delay)
+        self.api_wait = delay
+
+    def wait_for_inbox(self, timeout: float) -> None:
+        """Wait `timeout` s, or less if a line lands in the inbox: a shutdown request must
+        not sit out a long back-off (the next try takes it in)."""
+        name = self.inbox_path.name
+        deadline = time.monotonic() + timeout
+        with Watcher([self.inbox_path.parent], interesting=lambda f: f == name) as watcher:
+            while (left := deadline - time.monotonic()) > 0:
+                try:
+                    if self.inbox_path.stat().st_size > 0:
+                        return
+                except FileNotFoundError:
+                    pass
+                self.wait_on(watcher, left)
 
     def compact(self) -> None:
         """Summarise a long history with the model; keep the full one in transcripts/."""
         before = self.last_context
-        messages = self.session.messages(self.identity)
-        stamp = time.strftime("%Y%m%dT%H%M%S")
+        # Input not answered yet (a message that woke an idle member, an auto-claim) is
+        # carried over verbatim, not folded into the summary: the model still sees it.
+        cut = self.session.unanswered()
+        carry = self.session.records[cut:]
+        messages = self.session.messages(self.identity, upto=cut)
+        now = time.time()
+        stamp = time.strftime("%Y%m%dT%H%M%S", time.localtime(now)) + f".{int(now % 1 * 1e6):06d}"
         transcript = self.ws.transcripts_dir(self.team) / f"{self.name}-{stamp}.jsonl"
         files.ensure_dir(transcript.parent)
-        files.atomic_write_bytes(transcript, b"".join(files.dumps_line(m) for m in messages))
+        files.atomic_write_bytes(transcript, b"".join(
+            files.dumps_line(m) for m in self.session.messages(self.identity)))
         request = {"type": "text", "text": context.SUMMARY_REQUEST}
         if messages and messages[-1]["role"] == "user":
             ask = [*messages[:-1], {"role": "user",
@@ -262,7 +383,7 @@ class Member:
         rel = str(transcript.relative_to(self.ws.root))
         self.session.append({"type": "compaction", "summary": summary, "transcript": rel,
                              "known_ids": sorted(self.session.known_ids),
-                             "before_tokens": before})
+                             "before_tokens": before, "carry": carry})
         after = len(compacted_head(self.identity, self.session.records[0])) // 4
         events.emit(self.ws, self.team, "compacted", member=self.name, before_tokens=before,
                     after_tokens=after, transcript=rel)

@@ -8,6 +8,8 @@ restarted at any moment rebuilds the same conversation:
   {"type": "assistant", "content": [...], ...}     a model reply
   {"type": "tool_result", "block": {...}}          one tool's result, written as it ends
   {"type": "compaction", "summary": "...", ...}    everything before is replaced by this
+                                                   (and by the input it carries over:
+                                                   messages not yet answered)
 
 A message id taken in is recorded once and never shown again; a `tool_use` without a
 recorded result is answered "interrupted by a restart; not re-run" instead of re-run.
@@ -45,6 +47,9 @@ class Session:
     path: Path
     records: list[Json] = field(default_factory=list)
     known_ids: set[str] = field(default_factory=set)
+    # (records list, identity, records folded, their turns): see `messages`
+    _settled: tuple[list[Json], str, int, list[dict[str, Any]]] | None = \
+        field(default=None, repr=False, compare=False)
 
     @classmethod
     def load(cls, path: Path) -> Session:
@@ -61,6 +66,8 @@ class Session:
         if kind == "compaction":
             self.records = [record]
             self.known_ids.update(record.get("known_ids", []))
+            for carried in record.get("carry", []):
+                self._take(carried)
             return
         if kind == "inbox":
             self.known_ids.update(m["id"] for m in record["messages"])
@@ -95,39 +102,76 @@ class Session:
         return bool(self.records) and self.records[-1]["type"] == "assistant" \
             and not self.pending_tool_uses()
 
-    def messages(self, identity: str) -> list[dict[str, Any]]:
-        """The Messages API conversation: strictly alternating, tool results first."""
-        turns: list[dict[str, Any]] = []
-        user: list[Json] = []
-        results: list[Json] = []
+    def unanswered(self) -> int:
+        """Index of the first record of the input the model has not answered yet: the
+        messages and prompts after its last reply and that reply's tool results. A
+        compaction carries them over verbatim instead of folding them into the summary."""
+        start = len(self.records)
+        while start > 0 and self.records[start - 1]["type"] in ("inbox", "user"):
+            start -= 1
+        if not any(r["type"] == "assistant" for r in self.records[:start]):
+            return len(self.records)  # nothing answered yet: it all goes into the summary
+        return start
 
-        def flush_user() -> None:
-            nonlocal user, results
-            if results or user:
-                turns.append({"role": "user", "content": results + user})
-            user, results = [], []
+    def messages(self, identity: str, upto: int | None = None) -> list[dict[str, Any]]:
+        """The Messages API conversation (of the records before `upto`, if given):
+        strictly alternating, tool results first.
 
-        for record in self.records:
-            kind = record["type"]
-            if kind == "assistant":
-                flush_user()
-                if turns and turns[-1]["role"] == "assistant":
-                    turns.append({"role": "user", "content": [
-                        {"type": "text", "text": "(continue)"}]})
-                turns.append({"role": "assistant", "content": record["content"]})
-            elif kind == "tool_result":
-                results.append(record["block"])
-            elif kind == "inbox":
-                user.extend({"type": "text", "text": render_message(m)}
-                            for m in record["messages"])
-            elif kind == "user":
-                user.extend(record["content"])
-            elif kind == "compaction":
-                user.append({"type": "text", "text": compacted_head(identity, record)})
-        flush_user()
+        Records only grow between compactions, so the turns up to the last model reply
+        are kept and only what came after is folded in again on the next call (this runs
+        before every call, on the path from a new message to the model)."""
+        if upto is not None:
+            turns = _fold([], self.records[:upto], identity)[0]
+        else:
+            start, done = 0, []
+            cache = self._settled
+            if cache is not None and cache[0] is self.records and cache[1] == identity:
+                start, done = cache[2], cache[3]
+            turns, settled_records, settled_turns = _fold(list(done), self.records[start:],
+                                                          identity)
+            if settled_records:
+                self._settled = (self.records, identity, start + settled_records,
+                                 turns[:settled_turns])
         if turns and turns[0]["role"] != "user":
-            turns.insert(0, {"role": "user", "content": [{"type": "text", "text": identity}]})
+            return [{"role": "user", "content": [{"type": "text", "text": identity}]}, *turns]
         return turns
+
+
+def _fold(turns: list[dict[str, Any]], records: list[Json], identity: str
+          ) -> tuple[list[dict[str, Any]], int, int]:
+    """Append the turns of `records` to `turns` (complete turns, ending with a reply).
+    Returns the turns, and how many records and turns there were up to and including the
+    last reply among `records` (0, 0 if none): a prefix that later records cannot change."""
+    user: list[Json] = []
+    results: list[Json] = []
+    settled_records = settled_turns = 0
+
+    def flush_user() -> None:
+        nonlocal user, results
+        if results or user:
+            turns.append({"role": "user", "content": results + user})
+        user, results = [], []
+
+    for i, record in enumerate(records):
+        kind = record["type"]
+        if kind == "assistant":
+            flush_user()
+            if turns and turns[-1]["role"] == "assistant":
+                turns.append({"role": "user", "content": [
+                    {"type": "text", "text": "(continue)"}]})
+            turns.append({"role": "assistant", "content": record["content"]})
+            settled_records, settled_turns = i + 1, len(turns)
+        elif kind == "tool_result":
+            results.append(record["block"])
+        elif kind == "inbox":
+            user.extend({"type": "text", "text": render_message(m)}
+                        for m in record["messages"])
+        elif kind == "user":
+            user.extend(record["content"])
+        elif kind == "compaction":
+            user.append({"type": "text", "text": compacted_head(identity, record)})
+    flush_user()
+    return turns, settled_records, settled_turns
 
 
 def compacted_head(identity: str, record: Json) -> str:

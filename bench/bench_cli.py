@@ -29,38 +29,13 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from bench.common import fs_type, percentile  # noqa: E402
 from teamd import actions, board  # noqa: E402
 from teamd.layout import Workspace  # noqa: E402
 
 TEAM, MEMBER = "bench", "m"
 TEAMCTL = Path(sys.executable).parent / "teamctl"
 TARGET_S = 0.25
-
-
-def percentile(values: list[float], p: float) -> float:
-    """Nearest-rank percentile."""
-    ordered = sorted(values)
-    k = max(0, min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1))))
-    return ordered[k]
-
-
-def fs_type(path: Path) -> str:
-    """The filesystem type of the mount holding `path` (from /proc/mounts), or '?'."""
-    best, kind = "", "?"
-    try:
-        mounts = Path("/proc/mounts").read_text().splitlines()
-    except OSError:
-        return kind
-    target = str(path.resolve())
-    for line in mounts:
-        parts = line.split()
-        if len(parts) < 3:
-            continue
-        point = parts[1].replace("\\040", " ")
-        inside = target == point or target.startswith(point.rstrip("/") + "/")
-        if inside and len(point) > len(best):
-            best, kind = point, parts[2]
-    return kind
 
 
 def setup(root: Path, tasks: int) -> None:

@@ -39,6 +39,7 @@ import psutil
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from bench.common import fs_type, percentile  # noqa: E402
 from teamd import actions, roster  # noqa: E402
 from teamd.layout import Workspace  # noqa: E402
 from teamd.scripted import ScriptedServer  # noqa: E402
@@ -48,22 +49,6 @@ TEAM = "bench"
 TEAMCTL = Path(sys.executable).parent / "teamctl"
 TARGET_SPAWN_P50_MS, TARGET_PSS_MB, TARGET_IDLE_CPU_PCT = 150.0, 25.0, 1.0
 MB = 1024 * 1024
-
-
-def percentile(values: list[float], p: float) -> float:
-    ordered = sorted(values)
-    k = max(0, min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1))))
-    return ordered[k]
-
-
-def fs_type(path: Path) -> str:
-    best, kind = "", "?"
-    with open("/proc/mounts") as fh:
-        for line in fh:
-            parts = line.split()
-            if str(path).startswith(parts[1]) and len(parts[1]) > len(best):
-                best, kind = parts[1], parts[2]
-    return kind
 
 
 def status_of(ws: Workspace, name: str) -> tuple[str, bool]:

@@ -28,6 +28,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from bench.common import fs_type, percentile  # noqa: E402
 from teamd import actions, files, roster  # noqa: E402
 from teamd.layout import Workspace  # noqa: E402
 from teamd.scripted import ScriptedServer  # noqa: E402
@@ -35,23 +36,6 @@ from tests.harness import running_teamd, wait_until  # noqa: E402
 
 TEAM, NAME = "bench", "sleeper"
 TARGET_P50, TARGET_P99 = 5.0, 50.0
-
-
-def percentile(values: list[float], p: float) -> float:
-    ordered = sorted(values)
-    k = max(0, min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1))))
-    return ordered[k]
-
-
-def fs_type(path: Path) -> str:
-    best, kind = "", "?"
-    with open("/proc/mounts") as fh:
-        for line in fh:
-            parts = line.split()
-            mnt = parts[1]
-            if str(path).startswith(mnt) and len(mnt) > len(best):
-                best, kind = mnt, parts[2]
-    return kind
 
 
 def landed_times() -> dict[str, float]:

@@ -27,7 +27,7 @@ def test_defaults_are_the_contracts(ws: Workspace) -> None:
 
 def test_write_defaults_writes_every_key_0600_and_refuses_to_overwrite(
         ws: Workspace, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-secret-never-written")
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "fake-key-never-written-0123")
     old = os.umask(0o000)
     try:
         path = settings.write_defaults(ws)

@@ -287,7 +287,7 @@ def test_bash_allows_the_harmless(ws: Workspace, team: str, workdir: Path,
 
 def test_bash_never_sees_the_api_key(ws: Workspace, team: str, workdir: Path,
                                      monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test-secret-123456")
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "fake-test-secret-123456")
     monkeypatch.setenv("ANTHROPIC_AUTH_TOKEN", "tok-secret-654321")
     monkeypatch.setenv("NOTIFY_SOCKET", "/run/x")
     monkeypatch.setenv("WATCHDOG_USEC", "1000")
@@ -297,10 +297,10 @@ def test_bash_never_sees_the_api_key(ws: Workspace, team: str, workdir: Path,
     assert out.startswith("k= t= n= w=\n")
     assert "secret" not in out
     # even if the key reaches a file, a tool result never shows it
-    (workdir / ".env").write_text("KEY=sk-ant-test-secret-123456\n")
+    (workdir / ".env").write_text("KEY=fake-test-secret-123456\n")
     out = ok(tb.run("read_file", {"path": ".env"}))
-    assert "sk-ant-test-secret-123456" not in out and "redacted" in out
-    assert "sk-ant-test-secret" not in ws.events(TEAM).read_text()
+    assert "fake-test-secret-123456" not in out and "redacted" in out
+    assert "fake-test-secret" not in ws.events(TEAM).read_text()
 
 
 # -- plan mode ---------------------------------------------------------------------------

@@ -24,6 +24,7 @@ import psutil
 
 from teamd import __version__, actions, board, events, files, inbox, pidfile, policy, roster
 from teamd import settings as settings_mod
+from teamd.errors import TeamdError
 from teamd.files import Json
 from teamd.layout import LEAD, NAME_RE, SUPERVISOR, Workspace
 from teamd.notify import NOTIFY_ENV_KEYS, Notifier, format_status, scrub_child_env
@@ -252,9 +253,14 @@ class Supervisor:
     handle_int = handle_term
 
     def handle_hup(self) -> None:
+        """Re-read teamd.toml. A broken file keeps the settings in force: a typo in an
+        edit must not take the supervisor, and every teammate with it, down."""
         self.notifier.reloading()
-        self.conf = settings_mod.load(self.ws)
-        log.info("re-read %s", self.ws.settings_file)
+        try:
+            self.conf = settings_mod.load(self.ws)
+            log.info("re-read %s", self.ws.settings_file)
+        except TeamdError as exc:
+            log.error("%s; keeping the settings in force", exc)
         self.notifier.ready(self.status_line())
 
     def watch_team(self, team: str) -> None:

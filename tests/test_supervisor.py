@@ -467,6 +467,18 @@ def test_child_hygiene_and_the_notify_protocol(ws: Workspace, server: ScriptedSe
                     assert not caught & (1 << (sig - 1)), signal.Signals(sig).name
                 assert _caught_signals(daemon.pid) & (1 << (signal.SIGCHLD - 1))
 
+                # SIGHUP re-reads teamd.toml; a broken one is reported, not fatal
+                for text in ("stop_timeout = 4\n", "stop_timeout = \"soon\"\n"):
+                    ws.settings_file.write_text(text)
+                    seen.clear()
+                    daemon.proc.send_signal(signal.SIGHUP)
+                    _datagrams_until(listener, "RELOADING=1", seen)
+                    _datagrams_until(listener, "READY=1", seen)
+                    assert daemon.proc.poll() is None
+                wait_until(lambda: "keeping the settings in force" in daemon.output(), UP,
+                           "teamd to report the broken teamd.toml")
+                assert psutil.Process(pid).is_running()
+
                 seen.clear()
                 assert daemon.terminate() == 0
                 _datagrams_until(listener, "STOPPING=1", seen)

@@ -154,12 +154,12 @@ class Member:
             if new:
                 return None
             if self.kind != "lead":
-                task = board.claim(self.ws, self.team, self.name)
+                task = self.untold_task() or board.claim(self.ws, self.team, self.name)
                 if task is not None:
                     text = f"<auto-claimed>Task #{task['id']}: {task['subject']}"
                     if task.get("description"):
                         text += f"\n{task['description']}"
-                    self.session.append({"type": "user", "content": [
+                    self.session.append({"type": "user", "claimed": task["id"], "content": [
                         {"type": "text", "text": text + "</auto-claimed>"}]})
                     return None
             left = deadline - time.monotonic()
@@ -204,6 +204,16 @@ class Member:
             self.watcher = Watcher([self.ws.team_dir(self.team), self.ws.tasks_dir(self.team)],
                                    interesting=interesting)
         return self.watcher
+
+    def untold_task(self) -> Json | None:
+        """An in-progress task this member owns that its conversation never heard of: a
+        claim made just before a crash (the claim and the session record are two writes),
+        or a task the lead handed over directly. Taking it up first loses no work."""
+        for task in board.list_tasks(self.ws, self.team):
+            if task["owner"] == self.name and task["status"] == "in_progress" \
+                    and int(task["id"]) not in self.session.claimed_ids:
+                return task
+        return None
 
     # -- inbox and protocols -------------------------------------------------------------
     def take_inbox(self) -> list[Json]:
@@ -383,6 +393,7 @@ class Member:
         rel = str(transcript.relative_to(self.ws.root))
         self.session.append({"type": "compaction", "summary": summary, "transcript": rel,
                              "known_ids": sorted(self.session.known_ids),
+                             "claimed_ids": sorted(self.session.claimed_ids),
                              "before_tokens": before, "carry": carry})
         after = len(compacted_head(self.identity, self.session.records[0])) // 4
         events.emit(self.ws, self.team, "compacted", member=self.name, before_tokens=before,

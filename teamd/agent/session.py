@@ -47,6 +47,8 @@ class Session:
     path: Path
     records: list[Json] = field(default_factory=list)
     known_ids: set[str] = field(default_factory=set)
+    #: task ids the model was handed with <auto-claimed> (kept across compaction)
+    claimed_ids: set[int] = field(default_factory=set)
     # (records list, identity, records folded, their turns): see `messages`
     _settled: tuple[list[Json], str, int, list[dict[str, Any]]] | None = \
         field(default=None, repr=False, compare=False)
@@ -66,11 +68,14 @@ class Session:
         if kind == "compaction":
             self.records = [record]
             self.known_ids.update(record.get("known_ids", []))
+            self.claimed_ids.update(record.get("claimed_ids", []))
             for carried in record.get("carry", []):
                 self._take(carried)
             return
         if kind == "inbox":
             self.known_ids.update(m["id"] for m in record["messages"])
+        if record.get("claimed") is not None:
+            self.claimed_ids.add(int(record["claimed"]))
         self.records.append(record)
 
     def append(self, record: Json) -> Json:

@@ -1,0 +1,62 @@
+"""Crash windows between two writes that cannot be one: each must lose no work.
+
+A claim (board) and the <auto-claimed> record (session) are two files. A teammate killed
+between them owns an in-progress task its conversation never heard of; when it comes
+back it must take that task up, and only once."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from teamd import actions, board
+from teamd.agent.session import Session
+from teamd.layout import Workspace
+from teamd.scripted import ScriptedServer
+from tests.harness import member, running_teamd, wait_until
+
+TEAM = "crew"
+T = 20.0
+
+
+@pytest.fixture
+def server() -> Iterator[ScriptedServer]:
+    with ScriptedServer({"rules": [
+        {"name": "finish", "regex": r"<auto-claimed>Task #(?P<tid>\d+)", "reply": {"content": [
+            {"type": "tool_use", "name": "TaskUpdate",
+             "input": {"task_id": "{int:tid}", "status": "completed"}}]}},
+    ], "default": {"content": [{"type": "text", "text": "Waiting."}]}}) as srv:
+        yield srv
+
+
+def test_a_claim_the_conversation_never_heard_of_is_taken_up_once(
+        ws: Workspace, tmp_path: Path, server: ScriptedServer) -> None:
+    actions.create_team(ws, TEAM)
+    actions.spawn(ws, TEAM, "alice", "Work the board.", cwd=str(tmp_path))
+    board.create(ws, TEAM, "Port the login page")
+    board.create(ws, TEAM, "Port the settings page")
+    # the state a kill -9 leaves right after board.claim: owned, in progress, untold
+    assert board.claim(ws, TEAM, "alice")["id"] == 1
+
+    with running_teamd(ws, server.url, idle_timeout=60):
+        wait_until(lambda: all(t["status"] == "completed"
+                               for t in board.list_tasks(ws, TEAM)), T,
+                   "both tasks to be completed")
+        wait_until(lambda: member(ws, TEAM, "alice")["status"] == "idle", T, "alice idle")
+
+    told = [r for r in server.requests if r["rule"] == "finish"]
+    assert sorted(int(r["last_user_text"].split("#")[1].split(":")[0]) for r in told) == \
+        [1, 2], "each task handed to the model exactly once"
+    session = Session.load(ws.session(TEAM, "alice"))
+    assert session.claimed_ids == {1, 2}
+
+
+def test_claimed_ids_survive_compaction(tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    session = Session(path)
+    session.append({"type": "user", "claimed": 7, "content": [{"type": "text", "text": "x"}]})
+    session.append({"type": "compaction", "summary": "s", "known_ids": [],
+                    "claimed_ids": sorted(session.claimed_ids)})
+    assert Session.load(path).claimed_ids == {7}

@@ -160,7 +160,8 @@ class Lines:
         return not self.bad and not self.torn
 
 
-def parse_lines(data: bytes) -> Lines:
+def parse_lines(data: bytes, valid: Callable[[Json], bool] | None = None) -> Lines:
+    """Split JSONL: objects (that pass `valid`, if given) are records; the rest are bad."""
     out = Lines(size=len(data))
     body, _, tail = data.rpartition(b"\n")
     if tail:
@@ -175,20 +176,20 @@ def parse_lines(data: bytes) -> Lines:
         except ValueError:
             out.bad.append(raw)
             continue
-        if isinstance(obj, dict):
+        if isinstance(obj, dict) and (valid is None or valid(obj)):
             out.records.append(obj)
         else:
             out.bad.append(raw)
     return out
 
 
-def read_jsonl(path: Path) -> Lines:
+def read_jsonl(path: Path, valid: Callable[[Json], bool] | None = None) -> Lines:
     """Read without the lock: good records only; bad lines and a torn tail are reported."""
     try:
         data = path.read_bytes()
     except FileNotFoundError:
         return Lines()
-    found = parse_lines(data)
+    found = parse_lines(data, valid)
     if found.bad:
         log.warning("%s: skipping %d bad line(s)", path, len(found.bad))
     return found
@@ -265,7 +266,8 @@ def _maybe_lock(path: Path, already: bool) -> Iterator[None]:
             yield
 
 
-def drain_jsonl(path: Path, consume: Callable[[list[Json]], None]) -> list[Json]:
+def drain_jsonl(path: Path, consume: Callable[[list[Json]], None],
+                valid: Callable[[Json], bool] | None = None) -> list[Json]:
     """Take every record out of `path` without losing one.
 
     Under the lock: read, hand the records to `consume` (which must record them durably),
@@ -281,7 +283,7 @@ def drain_jsonl(path: Path, consume: Callable[[list[Json]], None]) -> list[Json]
             size = os.fstat(fd).st_size
             if size == 0:
                 return []
-            found = parse_lines(os.pread(fd, size, 0))
+            found = parse_lines(os.pread(fd, size, 0), valid)
             if found.records:
                 consume(found.records)
             _reject(path, found.bad, "bad")

@@ -68,12 +68,21 @@ def deliver(ws: Workspace, team: str, messages: list[Json]) -> None:
     events.emit_many(ws, team, records)
 
 
+def is_message(record: Json) -> bool:
+    """Shaped like a message: a line that is JSON but not this is a bad line, moved aside
+    rather than handed to a teammate that would trip over it on every restart."""
+    return (isinstance(record.get("id"), str) and bool(record["id"])
+            and record.get("type") in TYPES
+            and all(isinstance(record.get(k), str) for k in ("sender", "recipient", "content")))
+
+
 def peek(ws: Workspace, team: str, name: str) -> list[Json]:
     """What is waiting in `name`'s inbox, without taking it."""
-    return files.read_jsonl(ws.inbox(team, name)).records
+    return files.read_jsonl(ws.inbox(team, name), is_message).records
 
 
 def drain(ws: Workspace, team: str, name: str,
           consume: Callable[[list[Json]], None]) -> list[Json]:
-    """Take everything out of `name`'s inbox; `consume` must record it durably first."""
-    return files.drain_jsonl(ws.inbox(team, name), consume)
+    """Take everything out of `name`'s inbox; `consume` must record it durably first.
+    Lines that are not messages go to the inbox's `*.rejected.jsonl`."""
+    return files.drain_jsonl(ws.inbox(team, name), consume, is_message)

@@ -143,3 +143,22 @@ def test_broadcast_is_one_event_with_the_same_id_in_every_inbox(ws: Workspace,
     assert len(journal) == 1
     assert journal[0]["message"]["id"] == first["id"]
     assert journal[0]["message"]["recipients"] == ["bob", "lead"]
+
+
+def test_a_json_line_that_is_not_a_message_is_moved_aside(ws: Workspace) -> None:
+    """Valid JSON missing the message fields must not reach a consumer (it would trip on
+    it at every restart); it goes to *.rejected.jsonl like any bad line."""
+    actions.create_team(ws, "t")
+    actions.spawn(ws, "t", "bob", "p")
+    actions.send(ws, "t", "bob", "first")
+    path = ws.inbox("t", "bob")
+    with open(path, "ab") as fh:
+        fh.write(b'{"id":"abc","content":"hello"}\n{"id":null,"type":"message"}\n')
+    actions.send(ws, "t", "bob", "second")
+    assert [m["content"] for m in inbox.peek(ws, "t", "bob")] == ["first", "second"]
+    got: list[dict] = []
+    inbox.drain(ws, "t", "bob", got.extend)
+    assert [m["content"] for m in got] == ["first", "second"]
+    rejected = files.read_jsonl(files.rejected_path(path)).records
+    assert len(rejected) == 2 and '"abc"' in rejected[0]["line"]
+    assert path.read_bytes() == b""

@@ -7,15 +7,18 @@ fsynced before the task file is written, so an id is never handed out twice nor 
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
 from teamd import events, files
-from teamd.errors import BadInput
+from teamd.errors import BadInput, TeamdError
 from teamd.files import Json
 from teamd.layout import Workspace
+
+log = logging.getLogger(__name__)
 
 STATUSES = ("pending", "in_progress", "completed")
 UNSET: Any = object()  # "leave the owner alone", distinct from None ("no owner")
@@ -37,9 +40,13 @@ def _load_all(ws: Workspace, team: str) -> dict[int, Json]:
         return tasks
     for path in folder.glob("*.json"):
         if path.stem.isdigit():
-            task = files.read_json(path)
-            if task is not None:
-                tasks[int(task["id"])] = task
+            try:
+                task = files.read_json(path)
+                if task is not None:
+                    tasks[int(task["id"])] = task
+            except (TeamdError, KeyError, TypeError, ValueError) as exc:
+                # tasks are written atomically, so this is a hand edit: report, skip
+                log.error("%s: skipped, not a task (%s)", path, exc)
     return tasks
 
 

@@ -295,12 +295,13 @@ class Supervisor:
         if self.orphans:
             self.orphans = {k: t for k, t in self.orphans.items() if psutil.pid_exists(k[0])}
         for team in self.ws.team_names():
+            # one team's bad file (a hand-edited task, a missing folder) must not stop the
+            # supervisor, and with it every other team
             try:
                 config = roster.load(self.ws, team)
-            except Exception as exc:  # one bad team must not stop the others
-                log.error("team %s: cannot read roster: %s", team, exc)
-                continue
-            self.reconcile_team(team, config, by_member, now)
+                self.reconcile_team(team, config, by_member, now)
+            except Exception:
+                log.exception("team %s: cannot reconcile; the other teams go on", team)
         self.update_status()
 
     def reconcile_team(self, team: str, config: Json, by_member: dict[tuple[str, str], Child],
@@ -566,7 +567,11 @@ class Supervisor:
             outcome["restarts"] = m["restarts"]
             events.emit(self.ws, team, "exited", member=name, code=code, signal=sig)
 
-        roster.update(self.ws, team, change)
+        try:
+            roster.update(self.ws, team, change)
+        except Exception:
+            log.exception("%s/%s: cannot record its exit", team, name)
+            return
         if not outcome:
             return
         events.status_changed(self.ws, team, name, outcome["moved"])

@@ -372,7 +372,8 @@ class Member:
         # carried over verbatim, not folded into the summary: the model still sees it.
         cut = self.session.unanswered()
         carry = self.session.records[cut:]
-        messages = self.session.messages(self.identity, upto=cut)
+        # trimmed like every other call: last_context was measured on the trimmed history
+        messages = context.micro_compact(self.session.messages(self.identity, upto=cut))
         now = time.time()
         stamp = time.strftime("%Y%m%dT%H%M%S", time.localtime(now)) + f".{int(now % 1 * 1e6):06d}"
         transcript = self.ws.transcripts_dir(self.team) / f"{self.name}-{stamp}.jsonl"

@@ -190,9 +190,10 @@ def inbox_cmd(
     if name != LEAD:
         roster.get(config, name)
     llm_lead = roster.find(config, LEAD)
-    drain = name == LEAD and not peek and not (llm_lead and roster.is_live(llm_lead))
+    # an LLM lead that should run owns its inbox even while asleep: mail wakes it
+    drain = name == LEAD and not peek and not (llm_lead and llm_lead["desired"] == "running")
     if not drain and not peek:
-        why = "an LLM lead is running" if name == LEAD else "it belongs to a teammate"
+        why = "an LLM lead reads it" if name == LEAD else "it belongs to a teammate"
         print(f"note: only peeking: {why}", file=sys.stderr)
     from teamd.watch import Watcher
 
@@ -540,7 +541,8 @@ def delete(team: TeamArg,
     actions.require_team(w, team)
     config = actions.mark_deleting(w, team)
     for member in actions.live_members(config):
-        if force:
+        if force or member["name"] == LEAD:
+            # an LLM lead takes no shutdown request: it is stopped by the supervisor
             actions.stop(w, team, member["name"])
         elif member["desired"] == "running" and member["status"] != "stopping":
             actions.shutdown(w, team, member["name"], reason=f"team {team} is being deleted")

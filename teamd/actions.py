@@ -181,6 +181,7 @@ def shutdown(ws: Workspace, team: str, name: str, *, reason: str = "",
     Returns {"request": record, "message": request message, "answered": bool}.
     """
     validate_member_name(name)
+    inbox.check_content(reason)
     if name == LEAD:
         raise BadInput("the lead is not shut down with a request; use `teamctl stop --force`")
     config = require_team(ws, team)

@@ -67,7 +67,7 @@ def sleepers_to_wake(members: list[Json], tasks: list[Json], inbox_waiting: set[
                 and m["name"] not in live]
     wake = [m["name"] for m in sleeping if m["name"] in inbox_waiting]
     for m in sleeping:
-        if m["name"] in wake:
+        if m["name"] in wake or m["kind"] != "teammate":  # a lead never claims
             continue
         if any(t["owner"] == m["name"] and t["status"] == "pending" and unblocked(t)
                for t in tasks):

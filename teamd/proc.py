@@ -59,8 +59,11 @@ def reset_signals() -> None:
     except ValueError:
         pass  # not the main thread
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGCHLD,
-                signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2, signal.SIGPIPE):
+                signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2):
         signal.signal(sig, signal.SIG_DFL)
+    # Python ignores SIGPIPE (a closed connection is an EPIPE error to handle); SIG_DFL
+    # would let one dropped connection kill the teammate
+    signal.signal(signal.SIGPIPE, signal.SIG_IGN)
     signal.pthread_sigmask(signal.SIG_SETMASK, set())
 
 

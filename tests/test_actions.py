@@ -324,3 +324,13 @@ def test_remove_team_refuses_while_a_member_is_live(ws: Workspace, team: str,
     with pytest.raises(TeamdError, match="live members"):
         actions.remove_team(ws, team)
     assert ws.team_exists(team)
+
+
+def test_shutdown_with_a_reason_too_large_changes_nothing(ws: Workspace) -> None:
+    actions.create_team(ws, "t")
+    actions.spawn(ws, "t", "bob", "p")
+    before = sorted(p.name for p in ws.team_dir("t").rglob("*"))
+    with pytest.raises(BadInput):
+        actions.shutdown(ws, "t", "bob", reason="x" * (300 * 1024))
+    assert sorted(p.name for p in ws.team_dir("t").rglob("*")) == before
+    assert requests.list_requests(ws, "t") == []

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
+import psutil
 import pytest
 from typer.testing import CliRunner
 
@@ -91,3 +92,12 @@ def test_llm_lead_staffs_the_team_and_shuts_it_down(ws: Workspace, tmp_path: Pat
         # and the lead saw the answer come back
         server.wait_for(lambda r: r["agent"] == "lead" and r["rule"] == "noted", timeout=T)
         assert member(ws, TEAM, "lead")["desired"] == "running"
+
+        # deleting the team stops the LLM lead too (it takes no shutdown request)
+        lead_pid = live_pid(ws, TEAM, "lead")
+        result = CliRunner().invoke(app, ["--root", str(ws.root), "delete", TEAM,
+                                          "--timeout", str(T)])
+        assert result.exit_code == 0, result.output
+        assert not ws.team_dir(TEAM).exists() and not ws.tasks_dir(TEAM).exists()
+        # teamd removes the folders only after reaping every member of the team
+        assert lead_pid is not None and not psutil.pid_exists(lead_pid)

@@ -174,3 +174,13 @@ def test_only_claimable_tasks_count() -> None:
     tasks = [t(1, status="in_progress", owner="x"), t(2, status="completed", owner="x"),
              t(3, owner="someone-else"), t(4, blocked_by=(1,))]
     assert sleepers_to_wake(members, tasks, set(), set()) == []
+
+
+def test_a_sleeping_lead_is_not_woken_for_a_task_it_owns() -> None:
+    """A lead never claims: waking it for an owned task would fork it every idle_timeout."""
+    from teamd.policy import sleepers_to_wake
+
+    lead = {"name": "lead", "kind": "lead", "status": "sleeping", "desired": "running"}
+    task = {"id": 1, "status": "pending", "owner": "lead", "blocked_by": []}
+    assert sleepers_to_wake([lead], [task], set(), set()) == []
+    assert sleepers_to_wake([lead], [task], {"lead"}, set()) == ["lead"]  # mail still does

@@ -80,9 +80,6 @@ class Member:
         # idle_timeout). The wakeup fd turns it into a readable byte the waits select on.
         self.wakeup, wakeup_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         signal.set_wakeup_fd(wakeup_w, warn_on_full_buffer=False)
-        # Python's own default, which the fork's signal reset undid: a write to a closed
-        # connection must be an error the SDK handles, not a death by SIGPIPE
-        signal.signal(signal.SIGPIPE, signal.SIG_IGN)
         if self.session.empty:
             self.session.append({"type": "user", "content": [
                 {"type": "text", "text": self.prompt}]})

@@ -556,7 +556,10 @@ class Toolbox:
         asked = []
         for m in actions.live_members(config):
             if m["name"] in (self.member, LEAD):
-                continue  # the lead is stopped by its supervisor, not by a request
+                # a lead takes no shutdown request: desired=stopped, and the supervisor
+                # stops it (this very process, when a lead deletes its own team)
+                actions.stop(self.ws, name, m["name"])
+                continue
             if m["desired"] == "running" and m["status"] != "stopping":
                 actions.shutdown(self.ws, name, m["name"], sender=self.member,
                                  reason=f"team {name} is being deleted")

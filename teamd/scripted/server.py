@@ -170,6 +170,9 @@ class _HTTPServer(ThreadingHTTPServer):
 class _Handler(BaseHTTPRequestHandler):
     # HTTP/1.1 so the SDK's connection pool can keep connections alive between calls.
     protocol_version = "HTTP/1.1"
+    # headers and body go out in separate writes: with Nagle each reply waits ~40 ms for
+    # the client's delayed ACK
+    disable_nagle_algorithm = True
     server_version = "teamd-scripted/1"
     # Idle keep-alive connections give up after this long rather than pin a thread forever.
     timeout = 60

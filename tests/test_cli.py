@@ -462,7 +462,7 @@ def test_inbox_only_peeks_at_the_leads_inbox_while_an_llm_lead_runs(root: Path) 
         roster.update(ws, "t", change)
         out = cli(root, "inbox", "t", "--json")
         assert [m["id"] for m in as_jsonl(out)] == [msg["id"]]
-        assert "an LLM lead is running" in out.stderr
+        assert "an LLM lead reads it" in out.stderr
         assert [m["id"] for m in inbox.peek(ws, "t", "lead")] == [msg["id"]]  # not taken
     finally:
         sleeper.kill()

@@ -445,7 +445,7 @@ def test_read_only_commands_change_nothing(root: Path) -> None:
 
 
 @pytest.mark.timeout(60)
-def test_inbox_only_peeks_at_the_leads_inbox_while_an_llm_lead_runs(root: Path) -> None:
+def test_inbox_only_peeks_at_the_leads_inbox_while_an_llm_lead_should_run(root: Path) -> None:
     import psutil
 
     ws = Workspace.at(root)
@@ -467,6 +467,11 @@ def test_inbox_only_peeks_at_the_leads_inbox_while_an_llm_lead_runs(root: Path) 
     finally:
         sleeper.kill()
         sleeper.wait(10)
-    # with the lead's process gone, the inbox drains again
+    # the lead's process gone but the lead meant to run (asleep, say): still its mail
+    out = cli(root, "inbox", "t", "--json")
+    assert [m["id"] for m in as_jsonl(out)] == [msg["id"]]
+    assert inbox.peek(ws, "t", "lead") != []
+    # once the LLM lead is stopped for good, the inbox is the person's again: it drains
+    actions.stop(ws, "t", "lead")
     assert [m["id"] for m in as_jsonl(cli(root, "inbox", "t", "--json"))] == [msg["id"]]
     assert inbox.peek(ws, "t", "lead") == []

@@ -15,7 +15,7 @@ from teamd import actions, board
 from teamd.agent.session import Session
 from teamd.layout import Workspace
 from teamd.scripted import ScriptedServer
-from tests.harness import member, running_teamd, wait_until
+from tests.harness import journal, member, running_teamd, wait_until
 
 TEAM = "crew"
 T = 20.0
@@ -60,3 +60,43 @@ def test_claimed_ids_survive_compaction(tmp_path: Path) -> None:
     session.append({"type": "compaction", "summary": "s", "known_ids": [],
                     "claimed_ids": sorted(session.claimed_ids)})
     assert Session.load(path).claimed_ids == {7}
+
+
+def test_a_task_the_model_started_itself_is_not_announced_again(
+        ws: Workspace, tmp_path: Path) -> None:
+    with ScriptedServer({"rules": [
+        {"name": "start", "agent": "alice", "nth": 1, "reply": {"content": [
+            {"type": "tool_use", "name": "TaskUpdate",
+             "input": {"task_id": 1, "status": "in_progress"}}]}},
+    ], "default": {"content": [{"type": "text", "text": "Working on it."}]}}) as server:
+        actions.create_team(ws, TEAM)
+        actions.spawn(ws, TEAM, "alice", "Start task 1.", cwd=str(tmp_path))
+        board.create(ws, TEAM, "Port the login page")
+        board.create(ws, TEAM, "Port the settings page")
+        with running_teamd(ws, server.url, idle_timeout=60):
+            # idle, alice first looks for owned tasks she was never told of, then claims
+            server.wait_for(lambda r: "<auto-claimed>Task #2" in r["last_user_text"],
+                            timeout=T)
+        assert not [r for r in server.requests if "<auto-claimed>Task #1" in
+                    r["last_user_text"]], "task 1 was the model's own: not re-announced"
+
+
+def idle_notes(ws: Workspace) -> int:
+    return sum(1 for r in journal(ws, TEAM) if r.get("event") == "message"
+               and r["message"]["type"] == "idle_notification")
+
+
+def test_waking_from_sleep_is_not_news_to_the_lead(ws: Workspace, tmp_path: Path,
+                                                    server: ScriptedServer) -> None:
+    actions.create_team(ws, TEAM)
+    actions.spawn(ws, TEAM, "alice", "Wait for work.", cwd=str(tmp_path))
+    with running_teamd(ws, server.url, idle_timeout=1):
+        wait_until(lambda: member(ws, TEAM, "alice")["status"] == "sleeping", T, "sleep")
+        assert idle_notes(ws) == 1  # the first turn ended
+        actions.send(ws, TEAM, "alice", "are you there?")
+        server.wait_for(lambda r: "are you there?" in r["last_user_text"], timeout=T)
+        wait_until(lambda: idle_notes(ws) >= 2, T, "the second idle notification")
+        wait_until(lambda: member(ws, TEAM, "alice")["status"] in ("idle", "sleeping"), T,
+                   "alice idle again")
+    # one per turn the model ended; none for being forked again to read the message
+    assert idle_notes(ws) == 2

@@ -69,6 +69,7 @@ class Member:
         self.watcher: Watcher | None = None
         self.wakeup = -1  # read end of the signal wakeup pipe (see `run`)
         self.api_trouble_told = False
+        self.turn_ended = False  # the model ended a turn in this process: tell the lead
         # request ids the model has been shown (after a restart: those still pending)
         self.shutdown_asks: list[str] = self.shown_shutdown_asks()
 
@@ -123,11 +124,18 @@ class Member:
                              "stop_reason": reply.stop_reason, "usage": reply.usage})
         uses = [b for b in content if b.get("type") == "tool_use"]
         for use in uses:
-            result = self.toolbox.run(use["name"], use.get("input") or {})
-            self.record_result(use["id"], result.content, is_error=result.is_error)
+            tool_input = use.get("input") or {}
+            result = self.toolbox.run(use["name"], tool_input)
+            claimed = None
+            if use["name"] == "TaskUpdate" and tool_input.get("status") == "in_progress" \
+                    and not result.is_error:
+                claimed = tool_input.get("task_id")  # the model took it up itself
+            self.record_result(use["id"], result.content, is_error=result.is_error,
+                               claimed=claimed)
         if self.toolbox.shutdown_approved:
             return self.leave()
         if not uses:
+            self.turn_ended = True
             for rid in self.shutdown_asks:
                 if requests.get(self.ws, self.team, rid)["status"] == "pending":
                     # the model ended its turn without answering: approve for it
@@ -139,9 +147,12 @@ class Member:
         deadline = time.monotonic() + self.conf.idle_timeout
         watcher = self.idle_watcher()
         watcher.drain()  # changes made while busy: what they brought is checked below
-        # The roster says idle once the member really waits: armed, the lead told.
-        if self.kind != "lead":
+        # The roster says idle once the member really waits: armed, the lead told. Only a
+        # turn that ended in this process is news: a process woken from sleep or restarted
+        # is not "idle" to the lead, it is about to read what woke it.
+        if self.kind != "lead" and self.turn_ended:
             self.tell_lead_idle()
+        self.turn_ended = False
         self.set_status("idle")
         while True:  # the watcher is armed before each check: no line slips past
             new = self.take_inbox()
@@ -399,10 +410,14 @@ class Member:
         self.last_context = 0
 
     # -- the roster (only while its pid is ours) -----------------------------------------
-    def record_result(self, tool_use_id: str, content: str, *, is_error: bool) -> None:
-        self.session.append({"type": "tool_result", "block": {
+    def record_result(self, tool_use_id: str, content: str, *, is_error: bool,
+                      claimed: Any = None) -> None:
+        record: Json = {"type": "tool_result", "block": {
             "type": "tool_result", "tool_use_id": tool_use_id, "content": content,
-            "is_error": is_error}})
+            "is_error": is_error}}
+        if isinstance(claimed, int):
+            record["claimed"] = claimed  # known to the model: never re-announced
+        self.session.append(record)
 
     def set_status(self, status: str) -> None:
         if status == self.status:

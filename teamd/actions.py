@@ -218,7 +218,8 @@ def shutdown(ws: Workspace, team: str, name: str, *, reason: str = "",
 def stop(ws: Workspace, team: str, name: str) -> Json:
     """`stop --force`: desired=stopped; the supervisor SIGTERMs, then SIGKILLs.
 
-    With no live process there is nobody to signal: the member is marked shut down here.
+    With no live process and no supervisor there is nobody to signal, nor anyone else to
+    write the status: the member is marked shut down here. Otherwise the status is teamd's.
     """
     validate_member_name(name)
     require_team(ws, team)
@@ -226,8 +227,7 @@ def stop(ws: Workspace, team: str, name: str) -> Json:
         member = roster.get(config, name)
         member["desired"] = "stopped"
         change = None
-        if not roster.is_live(member) and (pidfile.running(ws) is None
-                                           or member["status"] != "starting"):
+        if not roster.is_live(member) and pidfile.running(ws) is None:
             change = roster.set_status(member, "shutdown")
         events.status_changed(ws, team, name, change)
         result = dict(member)
@@ -244,7 +244,9 @@ def restart(ws: Workspace, team: str, name: str) -> Json:
         member = roster.get(config, name)
         member["desired"] = "running"
         member["restart_requested_at"] = time.time()
-        if not roster.is_live(member) and member["status"] in ("failed", "shutdown", "backoff"):
+        # with a supervisor running the status is its to write (it forks the member now)
+        if not roster.is_live(member) and pidfile.running(ws) is None \
+                and member["status"] in ("failed", "shutdown", "backoff"):
             change = roster.set_status(member, "pending")
             events.status_changed(ws, team, name, change)
         return dict(member)

@@ -125,6 +125,15 @@ def redirect_stdio(log_path: str) -> None:
     os.close(fd)
 
 
+def drain_fd(fd: int) -> None:
+    """Empty a non-blocking pipe (a signal wakeup fd): only that something came matters."""
+    try:
+        while os.read(fd, 512):
+            pass
+    except BlockingIOError:
+        pass
+
+
 def describe_exit(code: int | None, sig: int | None) -> str:
     if sig:
         try:

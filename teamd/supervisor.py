@@ -9,7 +9,6 @@ forked from this single-threaded parent after the heavy modules are imported onc
 
 from __future__ import annotations
 
-import errno
 import gc
 import logging
 import os
@@ -35,6 +34,7 @@ from teamd.proc import (
     decode_wait_status,
     describe_exit,
     die_with_parent,
+    drain_fd,
     redirect_stdio,
     reset_signals,
     wipe_environ_block,
@@ -210,11 +210,7 @@ class Supervisor:
         dirty = False
         if self._pipe[0] in ready:
             dirty = True
-            try:
-                while os.read(self._pipe[0], 512):
-                    pass
-            except BlockingIOError:
-                pass
+            drain_fd(self._pipe[0])
         if self._watcher in ready:
             for name in self._watcher.drain():
                 if NAME_RE.fullmatch(name):  # a team folder came or went
@@ -629,11 +625,7 @@ class Supervisor:
         assert self._pipe is not None
         try:
             select.select([self._pipe[0]], [], [], max(0.0, timeout))
-            while os.read(self._pipe[0], 512):
-                pass
-        except (BlockingIOError, InterruptedError):
+        except InterruptedError:
             pass
-        except OSError as exc:
-            if exc.errno != errno.EAGAIN:
-                raise
+        drain_fd(self._pipe[0])
         self.sig_queue.clear()

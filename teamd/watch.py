@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import select
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -79,17 +79,25 @@ class Watcher:
         except BlockingIOError:
             return []
 
-    def wait(self, timeout: float | None) -> bool:
-        """Block until something changed or `timeout` passed. True if woken by a change."""
+    def wait(self, timeout: float | None, also: Sequence[int] = ()) -> bool:
+        """Block until something changed, a descriptor in `also` is readable (e.g. a
+        signal wakeup fd, left for the caller to empty), or `timeout` passed. True if
+        woken by a change or by `also`."""
         if self._ino is None:
-            time.sleep(self.poll_fallback if timeout is None else min(timeout, self.poll_fallback))
+            nap = self.poll_fallback if timeout is None else min(timeout, self.poll_fallback)
+            if also:
+                select.select(list(also), [], [], nap)
+            else:
+                time.sleep(nap)
             return True
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
             left = None if deadline is None else max(0.0, deadline - time.monotonic())
-            ready, _, _ = select.select([self._ino], [], [], left)
+            ready, _, _ = select.select([self._ino, *also], [], [], left)
             if not ready:
                 return False
+            if any(fd in ready for fd in also):
+                return True
             names = self.drain()
             if self.interesting is None or any(self.interesting(n) for n in names) \
                     or not names:

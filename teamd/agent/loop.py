@@ -12,7 +12,6 @@ from __future__ import annotations
 import fcntl
 import logging
 import os
-import select
 import signal
 import time
 from pathlib import Path
@@ -25,7 +24,7 @@ from teamd.agent.tools import Toolbox, specs_for
 from teamd.errors import TeamdError
 from teamd.files import Json
 from teamd.layout import LEAD, Workspace
-from teamd.proc import EXIT_SHUTDOWN, EXIT_SLEEP
+from teamd.proc import EXIT_SHUTDOWN, EXIT_SLEEP, drain_fd
 from teamd.watch import Watcher
 
 log = logging.getLogger(__name__)
@@ -179,26 +178,10 @@ class Member:
     def wait_on(self, watcher: Watcher, timeout: float) -> None:
         """`watcher.wait(timeout)` that a signal also ends (see `run`): on return to
         Python its handler runs."""
-        if self.wakeup < 0:  # not in `run` (no wakeup fd)
-            watcher.wait(timeout)
-            return
-        deadline = time.monotonic() + timeout
-        while (left := deadline - time.monotonic()) > 0:
-            if watcher.polling:
-                select.select([self.wakeup], [], [], min(left, watcher.poll_fallback))
-                return
-            ready, _, _ = select.select([watcher.fileno(), self.wakeup], [], [], left)
-            if not ready:
-                return
-            if self.wakeup in ready:
-                try:
-                    while os.read(self.wakeup, 512):
-                        pass
-                except BlockingIOError:
-                    pass
-                return
-            if watcher.wait(0):  # takes the queued changes in; True if one matters
-                return
+        also = [self.wakeup] if self.wakeup >= 0 else []
+        watcher.wait(timeout, also=also)
+        if also:
+            drain_fd(self.wakeup)
 
     def idle_watcher(self) -> Watcher:
         """inotify on the team folder (the inbox) and the board, armed at the first idle

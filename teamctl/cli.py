@@ -441,7 +441,7 @@ def _render_status(doc: Json) -> str:
         rows = []
         for m in t["members"]:
             u = m["usage"]
-            status = m["status"] if m["live"] or m["status"] not in actions_running() else \
+            status = m["status"] if m["live"] or m["status"] not in roster.RUNNING_STATUSES else \
                 f"{m['status']}?"
             rows.append((output.paint(m["name"], m.get("color")), m["kind"], status,
                          m["pid"] if m["live"] else "-",
@@ -459,10 +459,6 @@ def _render_status(doc: Json) -> str:
     if not doc["teams"]:
         lines.append("no teams (create one with `teamctl create TEAM`)")
     return "\n".join(lines)
-
-
-def actions_running() -> tuple[str, ...]:
-    return roster.RUNNING_STATUSES
 
 
 @app.command()

@@ -20,8 +20,8 @@ from teamd.layout import Workspace
 T = TypeVar("T")
 
 
-def wait_until(check: Callable[[], T], timeout: float, what: str,
-               interval: float = 0.02) -> T:
+def wait_until(check: Callable[[], T], timeout: float = 10.0, what: str = "condition",
+               interval: float = 0.01) -> T:
     """Return check()'s first truthy value, or fail naming `what` after `timeout` s."""
     deadline = time.monotonic() + timeout
     while True:

@@ -13,8 +13,7 @@ import os
 import stat
 import subprocess
 import sys
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -60,18 +59,6 @@ def teamctl(root: Path, *args: str | bytes, input: bytes | None = None,
     cmd: list[str | bytes] = [str(TEAMCTL), "--root", str(root), *args]
     return subprocess.run(cmd, input=input, capture_output=True, timeout=timeout,
                           umask=umask, env=env, check=False)
-
-
-def wait_until(check: Callable[[], Any], timeout: float = 10.0, what: str = "condition") -> Any:
-    """Poll `check` until it returns something truthy; fail after `timeout` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        result = check()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.01)
 
 
 def _dump(path: str, obj: Any) -> None:

@@ -23,7 +23,8 @@ from teamctl.cli import app
 from teamd import actions, board, events, inbox, requests, roster
 from teamd.errors import BadInput, TeamdError
 from teamd.layout import Workspace
-from tests.helpers_proc import TEAMCTL, snapshot, wait_until
+from tests.harness import wait_until
+from tests.helpers_proc import TEAMCTL, snapshot
 
 runner = CliRunner()
 JQ = shutil.which("jq")

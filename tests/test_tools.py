@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +15,7 @@ from teamd import actions, board, events, files, requests, roster
 from teamd.agent import tools_files
 from teamd.agent.tools import TOOL_SPECS, Toolbox, ToolResult, specs_for, tool_names
 from teamd.layout import Workspace
+from tests.harness import wait_until
 
 TEAM = "proj"
 
@@ -70,15 +70,6 @@ def err(result: ToolResult, *needles: str, one_line: bool = True) -> str:
     for needle in needles:
         assert needle in result.content, result.content
     return result.content
-
-
-def wait_for(cond: Callable[[], bool], timeout: float = 5.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if cond():
-            return True
-        time.sleep(0.01)
-    return bool(cond())
 
 
 # -- specs -------------------------------------------------------------------------------
@@ -236,7 +227,7 @@ def test_bash_timeout_kills_the_whole_group(ws: Workspace, team: str, workdir: P
         except psutil.NoSuchProcess:
             return True
 
-    assert wait_for(gone), f"grandchild {pid} survived the timeout"
+    wait_until(gone, 5.0, f"grandchild {pid} to be gone after the timeout")
 
 
 def test_bash_background_jobs_do_not_outlive_the_call(ws: Workspace, team: str,
@@ -245,8 +236,9 @@ def test_bash_background_jobs_do_not_outlive_the_call(ws: Workspace, team: str,
     ok(box(ws, workdir).run("bash", {"command": "sleep 100 & echo $! > bg.pid; echo done"}))
     assert time.monotonic() - started < 3  # the open pipe did not keep us waiting
     pid = int((workdir / "bg.pid").read_text())
-    assert wait_for(lambda: not psutil.pid_exists(pid)
-                    or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE)
+    wait_until(lambda: not psutil.pid_exists(pid)
+               or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE, 5.0,
+               f"background job {pid} to be gone")
 
 
 def test_running_groups_are_exposed_for_the_sigterm_handler(ws: Workspace, team: str,
@@ -255,7 +247,7 @@ def test_running_groups_are_exposed_for_the_sigterm_handler(ws: Workspace, team:
     worker = threading.Thread(target=lambda: results.append(
         box(ws, workdir).run("bash", {"command": "echo go; touch started; sleep 30"})))
     worker.start()
-    assert wait_for(lambda: (workdir / "started").exists())
+    wait_until(lambda: (workdir / "started").exists(), 5.0, "the command to start")
     assert len(tools_files.ACTIVE_GROUPS) == 1
     for pgid in list(tools_files.ACTIVE_GROUPS):
         tools_files.kill_group(pgid)

@@ -28,7 +28,6 @@ import pytest
 from teamd import actions, board, files, inbox, requests, roster
 from teamd.agent.session import Session
 from teamd.layout import Workspace
-from tests.harness import wait_until
 from tests.helpers_proc import TEAMCTL, clean_env, teamctl
 
 ESC = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
@@ -72,12 +71,13 @@ class Term:
                 return False
             self.out += chunk
 
-    def wait_for(self, text: bytes, timeout: float = 20) -> None:
+    def wait_for(self, text: bytes, times: int = 1, timeout: float = 20) -> None:
+        """Read until `text` was shown `times` times (or fail, at the deadline)."""
         deadline = time.monotonic() + timeout
-        while text not in self.out:
+        while self.out.count(text) < times:
             if time.monotonic() >= deadline or not self.read(min(deadline,
                                                                  time.monotonic() + 0.2)):
-                assert text in self.out, f"{text!r} never shown:\n{self.text}"
+                assert self.out.count(text) >= times, f"{text!r} not shown:\n{self.text}"
 
     def finish(self, timeout: float = 30) -> int:
         deadline = time.monotonic() + timeout
@@ -257,10 +257,8 @@ def test_watch_views_end_on_ctrl_c_with_exit_0(team: Workspace) -> None:
             (("status", TEAM, "--watch"), {"NO_COLOR": "1"}, b"NAME")):
         term = Term(team.root, *args, env=env)
         term.wait_for(marker)
-        before = term.out.count(marker)
         set_member(team, "bob", status="idle")  # a roster change: a new frame
-        wait_until(lambda: term.read(time.monotonic() + 0.1) and
-                   term.out.count(marker) > before, 20, f"a new frame of {args}")
+        term.wait_for(marker, times=term.out.count(marker) + 1)
         term.proc.send_signal(signal.SIGINT)
         assert term.finish() == 0, term.text
         if env.get("NO_COLOR"):

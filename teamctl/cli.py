@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import sys
-import time
 from typing import Annotated, Any
 
 import typer
@@ -139,6 +138,16 @@ def send(
         output.emit_json(msg)
     else:
         print(f"sent {msg['type']} {msg['id']} to {msg['recipient']}")
+    _warn_if_stopped(team, msg["recipient"])
+
+
+def _warn_if_stopped(team: str, name: str) -> None:
+    """Delivered, but nobody reads it until the member runs again: say so (CONTRACT §9)."""
+    member = roster.find(roster.load(ws(), team), name)
+    if member is not None and member["status"] in ("shutdown", "failed") \
+            and not roster.is_live(member):
+        print(f"note: {name} is {member['status']}: the message waits in its inbox until it "
+              f"is started again (`teamctl restart {team} {name}`)", file=sys.stderr)
 
 
 @app.command()
@@ -415,81 +424,65 @@ def task_update(
 
 
 # -- looking -----------------------------------------------------------------------------
-def _status_doc(w: Workspace, teams: list[str]) -> Json:
-    from teamctl.observe import status_doc
-
-    rows = []
-    for team in teams:
-        config = actions.require_team(w, team)
-        tasks = board.list_tasks(w, team)
-        rows.append((config, {s: sum(t["status"] == s for t in tasks)
-                              for s in board.STATUSES}))
-    return status_doc(str(w.root), pidfile.running(w), rows)
-
-
-def _render_status(doc: Json) -> str:
-    sup = doc["supervisor"]
-    lines = [f"supervisor: pid {sup['pid']}, up since {output.when(sup['started_at'])}, "
-             f"CPU {sup['cpu_percent'] or 0:.1f}%, memory {output.human_bytes(sup['rss'])}"
-             if sup else f"supervisor: none running for {doc['root']} (start one with "
-             "`teamd run`); statuses below may be stale"]
-    for t in doc["teams"]:
-        c = t["tasks"]
-        lines.append("")
-        lines.append(f"team {t['name']} ({t['state']}) tasks: {c['pending']} pending, "
-                     f"{c['in_progress']} in progress, {c['completed']} completed")
-        rows = []
-        for m in t["members"]:
-            u = m["usage"]
-            status = m["status"] if m["live"] or m["status"] not in roster.RUNNING_STATUSES else \
-                f"{m['status']}?"
-            rows.append((output.paint(m["name"], m.get("color")), m["kind"], status,
-                         m["pid"] if m["live"] else "-",
-                         f"#{m['current_task']}" if m.get("current_task") else "-",
-                         f"{m['cpu_percent']:.1f}" if m.get("cpu_percent") is not None else "-",
-                         output.human_bytes(m.get("rss")),
-                         f"{u['input_tokens'] + u.get('cache_read_input_tokens', 0)}"
-                         f"/{u['output_tokens']}",
-                         m.get("restarts", 0), output.short(m.get("last_error") or "", 40)))
-        if rows:
-            lines.append(output.table(["NAME", "KIND", "STATUS", "PID", "TASK", "CPU%", "MEM",
-                                       "TOKENS IN/OUT", "RESTARTS", "LAST ERROR"], rows))
-        else:
-            lines.append("  no members")
-    if not doc["teams"]:
-        lines.append("no teams (create one with `teamctl create TEAM`)")
-    return "\n".join(lines)
-
-
 @app.command()
 def status(team: Annotated[str | None, typer.Argument(help="One team (default: all).")
                            ] = None,
-           watch: Annotated[bool, typer.Option("--watch", "-w", help="Refresh every second.")
-                            ] = False,
+           watch: Annotated[bool, typer.Option("--watch", "-w", help="Refresh live until "
+                                               "Ctrl-C.")] = False,
            as_json: JsonOpt = False) -> None:
-    """The roster with pid, status, task, CPU, memory and tokens; and the supervisor.
+    """The roster with status, task, uptime, pid, CPU, memory (PSS), tokens (in/out) and
+    cost; and the supervisor.
 
-    A status ending in '?' claims a process that is not running (stale)."""
+    A status ending in '?' claims a process that is not running (stale). NOTES marks a
+    plan-mode member whose gate is still closed and each request pending for a member
+    (its id, for `teamctl approve`). Colours follow the status (failed red, backoff
+    yellow); NO_COLOR turns them off.
+
+    Example: teamctl status crew --watch"""
+    from teamctl import observe, views
+
     w = ws()
-    teams = [team] if team else w.team_names()
-    if not watch:
-        doc = _status_doc(w, teams)
-        if as_json:
-            output.emit_json(doc)
-        else:
-            print(_render_status(doc))
-        return
-    from rich.live import Live
-    from rich.text import Text
+    if team:
+        actions.require_team(w, team)
 
-    with Live(Text(_render_status(_status_doc(w, teams))), auto_refresh=False) as live:
-        try:
-            while True:
-                time.sleep(1.0)
-                live.update(Text(_render_status(_status_doc(w, [team] if team else
-                                                            w.team_names()))), refresh=True)
-        except KeyboardInterrupt:
-            pass
+    def doc() -> Json:
+        return observe.status_doc(w, [team] if team else w.team_names())
+
+    if as_json and not watch:
+        output.emit_json(doc())
+    elif not watch:
+        print(views.render_status(doc(), fit=views.terminal_width()))
+    else:
+        teams = [team] if team else w.team_names()
+        folders = [w.teams_dir, *(p for t in teams for p in (
+            w.team_dir(t), w.requests_dir(t), w.tasks_dir(t)))]
+        views.watch(lambda width: views.render_status(doc(), fit=width), folders, every=2.0)
+
+
+@app.command("board")
+def board_cmd(team: TeamArg,
+              watch: Annotated[bool, typer.Option("--watch", "-w", help="Refresh live until "
+                                                  "Ctrl-C.")] = False,
+              as_json: JsonOpt = False) -> None:
+    """The task board by column: pending, in progress, completed; each task with its
+    owner, what it is blocked by (blockers not completed yet) and what it blocks.
+
+    Example: teamctl board crew --watch"""
+    from teamctl import observe, views
+
+    w = ws()
+    actions.require_team(w, team)
+
+    def render(width: int | None) -> str:
+        colors = {m["name"]: m.get("color") for m in roster.load(w, team)["members"]}
+        return views.render_board(observe.board_doc(w, team), colors, fit=width)
+
+    if as_json and not watch:
+        output.emit_json(observe.board_doc(w, team))
+    elif not watch:
+        print(render(views.terminal_width()))
+    else:
+        views.watch(render, [w.tasks_dir(team), w.team_dir(team)], every=5.0)
 
 
 @app.command()

@@ -1,8 +1,11 @@
-"""Live facts about processes for `teamctl status`: liveness, CPU and memory.
+"""What `teamctl status` and `teamctl board` show: the roster merged with live facts about
+processes (liveness, uptime, CPU, memory), the board and the open requests.
 
 CPU % needs two samples of a process's CPU time; one short window is shared by every
 process shown (the supervisor and all members of all teams), so `status` costs ~0.1 s
-however many there are, and nothing when none is live.
+however many there are, and nothing when none is live. Memory is PSS: a teammate is
+forked from the supervisor and shares most of its pages with it, which RSS would count
+again for every member.
 """
 
 from __future__ import annotations
@@ -12,14 +15,16 @@ from typing import Any
 
 import psutil
 
-from teamd import roster
+from teamd import board, pidfile, requests, roster
 from teamd.files import Json
+from teamd.layout import Workspace
 
 WINDOW = 0.1
 
 
-def measure(procs: dict[str, psutil.Process]) -> dict[str, tuple[float, int]]:
-    """(cpu %, rss bytes) per key, for the processes still alive after the window."""
+def measure(procs: dict[str, psutil.Process]) -> dict[str, dict[str, Any]]:
+    """{cpu_percent, pss, rss} per key, for the processes still alive after the window.
+    `pss` is None where the kernel will not say (another user's process)."""
     for proc in procs.values():
         try:
             proc.cpu_percent(None)
@@ -31,39 +36,87 @@ def measure(procs: dict[str, psutil.Process]) -> dict[str, tuple[float, int]]:
     for key, proc in procs.items():
         try:
             with proc.oneshot():
-                out[key] = (proc.cpu_percent(None), proc.memory_info().rss)
+                cpu = proc.cpu_percent(None)
+                try:
+                    full = proc.memory_full_info()
+                    pss, rss = getattr(full, "pss", None), full.rss
+                except psutil.AccessDenied:
+                    pss, rss = None, proc.memory_info().rss
+            out[key] = {"cpu_percent": cpu, "pss": pss, "rss": rss}
         except psutil.Error:
             continue
     return out
 
 
-def status_doc(root: str, supervisor: Json | None,
-               teams: list[tuple[Json, dict[str, int]]]) -> Json:
-    """The `status` document: every member row gains live, cpu_percent and rss."""
+def plan_gate(member: Json, records: list[Json]) -> str | None:
+    """"closed" or "open" for a plan-mode member (CONTRACT §6), None for any other."""
+    if not member.get("plan_mode_required"):
+        return None
+    opened = requests.gate_open(records, member["name"], member.get("joined_at"))
+    return "open" if opened else "closed"
+
+
+def pending_of(name: str, records: list[Json]) -> list[Json]:
+    """Requests still unanswered that `name` sent (a plan, a permission) or was sent."""
+    return [{k: r.get(k) for k in ("request_id", "kind", "sender", "recipient", "created_at")}
+            for r in records if r.get("status") == "pending"
+            and name in (r.get("sender"), r.get("recipient"))]
+
+
+def status_doc(ws: Workspace, team_names: list[str]) -> Json:
+    """The `status` document: each member as its roster entry, plus `live`, `uptime`,
+    `cpu_percent`, `pss`, `rss`, `plan_gate`, `pending_requests`, and `current_task` as
+    the board has it (the lowest in-progress task it owns: the board is the truth)."""
+    supervisor = pidfile.running(ws)
+    teams = []
+    for team in team_names:
+        config = roster.load(ws, team)
+        teams.append((config, board.list_tasks(ws, team), requests.list_requests(ws, team)))
     procs: dict[str, psutil.Process] = {}
     if supervisor is not None:
         try:
             procs["@teamd"] = psutil.Process(int(supervisor["pid"]))
         except psutil.Error:
             pass
-    for config, _ in teams:
+    for config, _, _ in teams:
         for m in config["members"]:
             proc = roster.process_of(m)
             if proc is not None:
                 procs[f"{config['name']}/{m['name']}"] = proc
     facts = measure(procs)
-    doc: Json = {"root": root, "supervisor": None, "teams": []}
+    now = time.time()
+    blank = {"cpu_percent": None, "pss": None, "rss": None}
+    doc: Json = {"root": str(ws.root), "supervisor": None, "teams": []}
     if supervisor is not None:
-        cpu, rss = facts.get("@teamd", (None, None))
-        doc["supervisor"] = {**supervisor, "cpu_percent": cpu, "rss": rss}
-    for config, counts in teams:
+        doc["supervisor"] = {**supervisor, **facts.get("@teamd", blank),
+                             "uptime": now - float(supervisor.get("started_at") or now)}
+    for config, tasks, records in teams:
         rows: list[dict[str, Any]] = []
         for m in config["members"]:
             fact = facts.get(f"{config['name']}/{m['name']}")
-            rows.append({**m, "live": fact is not None,
-                         "cpu_percent": fact[0] if fact else None,
-                         "rss": fact[1] if fact else None})
+            started = m.get("started_at")
+            rows.append({**m, **(fact or blank), "live": fact is not None,
+                         "uptime": now - float(started) if fact and started else None,
+                         "current_task": board.current_task(tasks, m["name"]),
+                         "plan_gate": plan_gate(m, records),
+                         "pending_requests": pending_of(m["name"], records)})
+        counts = {s: sum(t["status"] == s for t in tasks) for s in board.STATUSES}
         doc["teams"].append({"name": config["name"], "state": config["state"],
-                             "description": config["description"], "tasks": counts,
-                             "members": rows})
+                             "description": config.get("description", ""),
+                             "tasks": counts, "members": rows})
     return doc
+
+
+def board_doc(ws: Workspace, team: str) -> Json:
+    """The `board` document: the tasks by column, each with `waiting_on` (the blockers
+    not completed yet) and `claimable`."""
+    roster.load(ws, team)
+    tasks = board.list_tasks(ws, team)
+    by_id = {int(t["id"]): t for t in tasks}
+    columns: dict[str, list[Json]] = {s: [] for s in board.STATUSES}
+    for t in tasks:
+        waiting = [b for b in t["blocked_by"] if by_id.get(int(b), {}).get("status")
+                   != "completed"]
+        columns.setdefault(t["status"], []).append(
+            {**t, "waiting_on": waiting, "claimable": board.is_claimable(by_id, t)})
+    return {"team": team, "columns": columns}

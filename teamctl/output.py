@@ -1,36 +1,94 @@
 """How teamctl prints: JSON for scripts, plain aligned tables for people, errors on stderr.
 
 Tables are plain text on purpose: `rich` costs import time on every invocation, and the
-commands must start fast; it is used only by the live `--watch` view.
+commands must start fast; it is used only by the live `--watch` views. `paint` is the one
+place an escape code is written: only to a terminal, and never with `NO_COLOR` set
+(https://no-color.org). Widths are measured on what shows, escapes left out.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import re
 import sys
 import time
+import unicodedata
 from collections.abc import Sequence
 from typing import Any
 
 COLOR_CODES = {"cyan": 36, "yellow": 33, "magenta": 35, "green": 32, "blue": 34, "red": 31,
                "dim": 2, "bold": 1}
+#: how each member status shows in a terminal (CONTRACT §4): trouble red and yellow,
+#: work green, the states without a process dim
+STATUS_COLORS = {"failed": "red", "backoff": "yellow", "paused": "yellow",
+                 "stopping": "yellow", "waiting": "magenta", "starting": "cyan",
+                 "active": "green", "idle": None, "sleeping": "dim", "pending": "dim",
+                 "shutdown": "dim"}
+ESCAPE_RE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
 
 def emit_json(obj: Any) -> None:
     sys.stdout.write(json.dumps(obj, indent=2, ensure_ascii=False) + "\n")
 
 
+def colors_wanted() -> bool:
+    """Escape codes only for a terminal, and never when NO_COLOR is set (non-empty)."""
+    return not os.environ.get("NO_COLOR") and sys.stdout.isatty()
+
+
 def paint(text: str, color: str | None) -> str:
-    if not color or not sys.stdout.isatty() or color not in COLOR_CODES:
+    if not text or not color or color not in COLOR_CODES or not colors_wanted():
         return text
     return f"\x1b[{COLOR_CODES[color]}m{text}\x1b[0m"
 
 
-def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
-    cells = [[str(h) for h in headers]] + [["" if c is None else str(c) for c in r] for r in rows]
-    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
-             for row in cells]
+def paint_status(status: str, shown: str | None = None) -> str:
+    """`shown` (the status, perhaps with a marker) in its status's colour."""
+    return paint(shown if shown is not None else status, STATUS_COLORS.get(status))
+
+
+def strip_escapes(text: str) -> str:
+    return ESCAPE_RE.sub("", text)
+
+
+def width(text: str) -> int:
+    """Terminal columns `text` takes: escapes count nothing, wide characters two."""
+    plain = strip_escapes(text)
+    if plain.isascii():
+        return len(plain)
+    return sum(0 if unicodedata.combining(ch) else
+               2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in plain)
+
+
+Cell = Any  # a value shown as str(value), or (text, colour) painted after it is sized
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[Cell]],
+          fit: int | None = None, flexible: int = 1) -> str:
+    """Columns aligned on what shows. A cell may be `(text, colour)`: sized plain and
+    painted after padding. With `fit`, the last `flexible` columns (free text) are cut,
+    the last first, down to 10 columns each, so lines fit that width where they can."""
+    def split(cell: Cell) -> tuple[str, str | None]:
+        if isinstance(cell, tuple):
+            return ("" if cell[0] is None else str(cell[0])), cell[1]
+        return ("" if cell is None else str(cell)), None
+
+    cells = [[(str(h), None) for h in headers]] + [[split(c) for c in r] for r in rows]
+    widths = [max(width(row[i][0]) for row in cells) for i in range(len(headers))]
+    if fit is not None:
+        for i in range(len(widths) - 1, max(len(widths) - 1 - flexible, -1), -1):
+            over = sum(widths) + 2 * (len(widths) - 1) - fit
+            if over > 0:
+                widths[i] = max(min(widths[i], 10), widths[i] - over)
+    lines = []
+    for row in cells:
+        parts = []
+        for (text, color), w in zip(row, widths, strict=True):
+            if width(text) > w:
+                text = short(text, w)
+            parts.append(paint(text, color) + " " * (w - width(text)))
+        lines.append("  ".join(parts).rstrip())
     return "\n".join(lines)
 
 
@@ -50,9 +108,37 @@ def ago(ts: float | None) -> str:
     return f"{int(secs)}s ago"
 
 
+def duration(secs: float | None) -> str:
+    """An uptime as a person reads it: 12s, 4m12s, 2h05m, 3d04h."""
+    if secs is None:
+        return "-"
+    secs = int(max(0, secs))
+    for big, small, unit_big, unit_small in ((86400, 3600, "d", "h"), (3600, 60, "h", "m"),
+                                             (60, 1, "m", "s")):
+        if secs >= big:
+            return f"{secs // big}{unit_big}{secs % big // small:02d}{unit_small}"
+    return f"{secs}s"
+
+
+def dollars(amount: float | None) -> str:
+    if amount is None:
+        return "-"
+    return f"${amount:.2f}" if amount >= 1 else f"${amount:.4f}"
+
+
 def short(text: str, width: int = 60) -> str:
     text = " ".join(str(text).split())
     return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def human_count(n: float | None) -> str:
+    """12, 3.4k, 1.2M: token counts at a glance."""
+    if n is None:
+        return "-"
+    for unit, size in (("M", 1e6), ("k", 1e3)):
+        if n >= size:
+            return f"{n / size:.1f}{unit}"
+    return f"{n:.0f}"
 
 
 def human_bytes(n: float | None) -> str:

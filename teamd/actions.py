@@ -93,7 +93,7 @@ def _check_party(config: Json, name: str, what: str) -> None:
         return
     validate_member_name(name)
     if roster.find(config, name) is None:
-        raise BadInput(f"unknown {what} {name!r} in team {config['name']!r}")
+        raise roster.unknown_member(config, name, what)
 
 
 def send(ws: Workspace, team: str, recipient: str, content: str, *, type_: str = "message",
@@ -211,8 +211,27 @@ def shutdown(ws: Workspace, team: str, name: str, *, reason: str = "",
             {"ts": time.time(), "event": "message", "member": sender, "message": msg},
             {"ts": time.time(), "event": "message", "member": name, "message": answer}])
         events.status_changed(ws, team, name, change)
-    board.release(ws, team, name)
+    release_tasks(ws, team, name)
     return {"request": record, "message": msg, "answered": True}
+
+
+def release_tasks(ws: Workspace, team: str, name: str) -> list[int]:
+    """A member left for good (shutdown, failed): its unfinished tasks go back to the
+    board, and its `current_task` is cleared with them, so `status` shows no task it no
+    longer owns. Two writes in the contract's lock order (board, then roster), never
+    nested; a team removed meanwhile has nothing left to clear."""
+    released = board.release(ws, team, name)
+
+    def clear(config: Json) -> None:
+        member = roster.find(config, name)
+        if member is not None and member.get("current_task") is not None:
+            member["current_task"] = None
+
+    try:
+        roster.update(ws, team, clear)
+    except BadInput:
+        pass  # the team is gone: no roster to correct
+    return released
 
 
 def stop(ws: Workspace, team: str, name: str) -> Json:
@@ -232,7 +251,7 @@ def stop(ws: Workspace, team: str, name: str) -> Json:
         events.status_changed(ws, team, name, change)
         result = dict(member)
     if result["status"] == "shutdown":
-        board.release(ws, team, name)
+        release_tasks(ws, team, name)
     return result
 
 

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from teamd import events, files
+from teamd import events, files, roster
 from teamd.errors import BadInput, TeamdError
 from teamd.files import Json
 from teamd.layout import Workspace
@@ -28,7 +28,7 @@ UNSET: Any = object()  # "leave the owner alone", distinct from None ("no owner"
 def locked(ws: Workspace, team: str) -> Iterator[None]:
     folder = ws.tasks_dir(team)
     if not folder.is_dir():
-        raise BadInput(f"unknown team {team!r}")
+        raise roster.unknown_team(ws, team)
     with files.lock(ws.board_lock(team)):
         yield
 
@@ -53,7 +53,7 @@ def _load_all(ws: Workspace, team: str) -> dict[int, Json]:
 def list_tasks(ws: Workspace, team: str) -> list[Json]:
     """Every task, in id order."""
     if not ws.tasks_dir(team).is_dir():
-        raise BadInput(f"unknown team {team!r}")
+        raise roster.unknown_team(ws, team)
     return [t for _, t in sorted(_load_all(ws, team).items())]
 
 
@@ -61,7 +61,7 @@ def get(ws: Workspace, team: str, task_id: int) -> Json:
     task = files.read_json(ws.task(team, task_id))
     if task is None:
         if not ws.tasks_dir(team).is_dir():
-            raise BadInput(f"unknown team {team!r}")
+            raise roster.unknown_team(ws, team)
         raise BadInput(f"unknown task #{task_id} in team {team!r}")
     return task
 
@@ -134,7 +134,7 @@ def create(ws: Workspace, team: str, subject: str, description: str = "",
     # Refuse bad input before the lock, which would create the board's lock file;
     # re-checked under the lock below.
     if not ws.tasks_dir(team).is_dir():
-        raise BadInput(f"unknown team {team!r}")
+        raise roster.unknown_team(ws, team)
     for b in blockers:
         if not ws.task(team, b).is_file():
             raise BadInput(f"unknown task #{b} in --blocked-by")

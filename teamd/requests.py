@@ -85,7 +85,21 @@ def list_requests(ws: Workspace, team: str, pending_only: bool = False) -> list[
     return sorted(out, key=lambda r: r.get("created_at") or 0)
 
 
-def plan_approved(ws: Workspace, team: str, member: str) -> bool:
-    """The plan gate is open exactly when an approved plan request from `member` exists."""
+def plan_approved(ws: Workspace, team: str, member: str, since: float | None = None) -> bool:
+    """The plan gate is open exactly when an approved plan request from `member` exists,
+    made since it joined (`since`: its `joined_at`; a member removed and spawned again
+    starts closed)."""
+    return gate_open(list_requests(ws, team), member, since)
+
+
+def gate_open(records: list[Json], member: str, since: float | None = None) -> bool:
+    """`plan_approved` over records already read (`status` reads them once per team)."""
     return any(r["kind"] == "plan_approval" and r["sender"] == member
-               and r["status"] == "approved" for r in list_requests(ws, team))
+               and r["status"] == "approved" and (r.get("created_at") or 0) >= (since or 0)
+               for r in records)
+
+
+def pending_plan(ws: Workspace, team: str, member: str) -> Json | None:
+    """The plan request of `member` still waiting for the lead's answer, if any."""
+    return next((r for r in list_requests(ws, team, pending_only=True)
+                 if r["kind"] == "plan_approval" and r["sender"] == member), None)

@@ -6,6 +6,7 @@ here, once: a member is live when its `pid` runs with the recorded start time.
 
 from __future__ import annotations
 
+import difflib
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -27,11 +28,39 @@ RUNNING_STATUSES = ("starting", "active", "idle", "stopping")
 T = TypeVar("T")
 
 
+def did_you_mean(name: str, choices: list[str]) -> str:
+    """"; did you mean 'x'?" for the closest of `choices`, or "" when none is close."""
+    close = difflib.get_close_matches(name, choices, n=1, cutoff=0.6)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
+def _listing(what: str, names: list[str], most: int = 10) -> str:
+    if not names:
+        return f"no {what}"
+    shown = ", ".join(names[:most])
+    return f"{what}: {shown}{', …' if len(names) > most else ''}"
+
+
+def unknown_team(ws: Workspace, team: str) -> BadInput:
+    """The one error for a team that does not exist: which root was searched, the teams
+    there, and the closest name."""
+    teams = ws.team_names()
+    return BadInput(f"unknown team {team!r} in {ws.root} ({_listing('teams', teams)})"
+                    f"{did_you_mean(team, teams)}")
+
+
+def unknown_member(config: Json, name: str, what: str = "member") -> BadInput:
+    """The one error for a name that is not in the team's roster."""
+    members = names(config)
+    return BadInput(f"unknown {what} {name!r} in team {config['name']!r} "
+                    f"({_listing('members', members)}){did_you_mean(name, members)}")
+
+
 def load(ws: Workspace, team: str) -> Json:
     """The roster as it is on disk; BadInput if the team does not exist."""
     config = files.read_json(ws.config(team))
     if config is None:
-        raise BadInput(f"unknown team {team!r}")
+        raise unknown_team(ws, team)
     return config
 
 
@@ -40,7 +69,7 @@ def locked(ws: Workspace, team: str) -> Iterator[Json]:
     """Hold the roster lock; yield the roster; write it back (atomically) if it changed."""
     path = ws.config(team)
     if not path.parent.is_dir():
-        raise BadInput(f"unknown team {team!r}")
+        raise unknown_team(ws, team)
     with files.lock(path):
         config = load(ws, team)
         before = files.dumps_doc(config)
@@ -72,7 +101,7 @@ def get(config: Json, name: str) -> Json:
     """The member called `name`, or BadInput naming the team."""
     member = find(config, name)
     if member is None:
-        raise BadInput(f"unknown member {name!r} in team {config['name']!r}")
+        raise unknown_member(config, name)
     return member
 
 

@@ -388,7 +388,7 @@ class Supervisor:
         moved = roster.update(self.ws, team, change)
         events.status_changed(self.ws, team, name, moved)
         if status == "shutdown":
-            board.release(self.ws, team, name)
+            actions.release_tasks(self.ws, team, name)
 
     def status_line(self) -> str:
         counts: dict[str, int] = {}
@@ -554,10 +554,16 @@ class Supervisor:
                 m["restarts"] = int(m.get("restarts") or 0) + 1
                 if history.over_limit(self.conf):
                     new = "failed"
+                    outcome["reason"] = (f"{describe_exit(code, sig)}; {m['restarts']} "
+                                         f"restarts within {self.conf.restart_window:g}s")
+                    m["last_error"] = outcome["reason"]
                 else:
                     outcome["delay"] = history.delay(self.conf)
                     m["restart_at"] = now + outcome["delay"]
                     outcome["restarts"] = m["restarts"]
+                    # the roster, not only the lead's inbox, says why (CONTRACT §4)
+                    m["last_error"] = (f"{describe_exit(code, sig)}; restart "
+                                       f"{m['restarts']} in {outcome['delay']:g} s")
             outcome["moved"] = roster.set_status(m, new)
             outcome["status"] = new
             outcome["restarts"] = m["restarts"]
@@ -577,10 +583,9 @@ class Supervisor:
                         delay=outcome["delay"], restarts=outcome["restarts"])
             self.wake_in(outcome["delay"])
         elif status in ("shutdown", "failed"):
-            board.release(self.ws, team, name)
+            actions.release_tasks(self.ws, team, name)
         if status == "failed":
-            reason = (f"{describe_exit(code, sig)}; {outcome['restarts']} restarts within "
-                      f"{self.conf.restart_window:g}s")
+            reason = outcome["reason"]
             events.emit(self.ws, team, "member_failed", member=name, reason=reason)
             msg = inbox.make("member_failed", SUPERVISOR, LEAD,
                              f"{name} failed and will not be restarted ({reason}); "

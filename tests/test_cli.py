@@ -272,7 +272,7 @@ def test_status_says_no_supervisor_is_running(root: Path) -> None:
     assert out.startswith("supervisor: none running for ")
     assert "team t (active) tasks: 1 pending, 0 in progress, 0 completed" in out
     header = next(line for line in out.splitlines() if line.startswith("NAME"))
-    assert header.split()[:5] == ["NAME", "KIND", "STATUS", "PID", "TASK"]
+    assert header.split()[:6] == ["NAME", "STATUS", "TASK", "UPTIME", "PID", "CPU%"]
     doc = as_json(cli(root, "status", "--json"))
     assert doc["supervisor"] is None and doc["root"] == str(root)
     [team] = doc["teams"]

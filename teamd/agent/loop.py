@@ -57,7 +57,8 @@ class Member:
         self.system = context.system_prompt(member, team, str(self.cwd))
         self.toolbox = Toolbox(ws, team, name, kind=self.kind, cwd=self.cwd,
                                bash_timeout=self.conf.bash_timeout,
-                               plan_mode_required=bool(member.get("plan_mode_required")))
+                               plan_mode_required=bool(member.get("plan_mode_required")),
+                               joined_at=member.get("joined_at"))
         self.specs = specs_for(self.kind)
         self.session = Session.load(ws.session(team, name))
         self.client = model.make_client()
@@ -69,6 +70,8 @@ class Member:
         self.wakeup = -1  # read end of the signal wakeup pipe (see `run`)
         self.api_trouble_told = False
         self.turn_ended = False  # the model ended a turn in this process: tell the lead
+        # teamd's last_error (why it was in backoff) holds until this process is up
+        self.error_of_last_run = member.get("last_error") is not None
         # request ids the model has been shown (after a restart: those still pending)
         self.shutdown_asks: list[str] = self.shown_shutdown_asks()
 
@@ -146,22 +149,25 @@ class Member:
         deadline = time.monotonic() + self.conf.idle_timeout
         watcher = self.idle_watcher()
         watcher.drain()  # changes made while busy: what they brought is checked below
-        # The roster says idle once the member really waits: armed, the lead told. Only a
-        # turn that ended in this process is news: a process woken from sleep or restarted
-        # is not "idle" to the lead, it is about to read what woke it.
-        if self.kind != "lead" and self.turn_ended:
-            self.tell_lead_idle()
-        self.turn_ended = False
-        self.set_status("idle")
+        for rid in self.shutdown_asks:
+            if requests.get(self.ws, self.team, rid)["status"] == "pending":
+                # taken in while idle just before a crash, and not answered yet
+                return self.approve_shutdown(rid, "idle")
+        waiting = False
         while True:  # the watcher is armed before each check: no line slips past
-            new = self.take_inbox()
+            # a shutdown request taken in here is answered by the harness: recorded as
+            # taken, never shown to the model (not even after a restart)
+            new = self.take_inbox(hide=("shutdown_request",))
             asks = [m for m in new if m["type"] == "shutdown_request"]
             if asks:
                 return self.approve_shutdown(asks[0]["request_id"], "idle")
             if new:
                 return None
             if self.kind != "lead":
-                task = self.untold_task() or board.claim(self.ws, self.team, self.name)
+                task = self.untold_task()
+                if task is None and not self.toolbox.plan_pending():
+                    # while a plan of its is pending a member claims nothing (CONTRACT §6)
+                    task = board.claim(self.ws, self.team, self.name)
                 if task is not None:
                     text = f"<auto-claimed>Task #{task['id']}: {task['subject']}"
                     if task.get("description"):
@@ -169,6 +175,17 @@ class Member:
                     self.session.append({"type": "user", "claimed": task["id"], "content": [
                         {"type": "text", "text": text + "</auto-claimed>"}]})
                     return None
+            if not waiting:
+                # Idle only now that nothing is waiting for it: no message, no claimable
+                # task (else the lead would hear "idle" as the member claims its next
+                # task). Only a turn that ended in this process is news: a process woken
+                # from sleep or restarted is not "idle" to the lead. The watcher is armed:
+                # what lands from here on ends the wait below at once.
+                waiting = True
+                if self.kind != "lead" and self.turn_ended:
+                    self.tell_lead_idle()
+                self.turn_ended = False
+                self.set_status("idle")
             left = deadline - time.monotonic()
             if left <= 0:
                 log.info("idle for %gs: going to sleep", self.conf.idle_timeout)
@@ -207,8 +224,10 @@ class Member:
         return None
 
     # -- inbox and protocols -------------------------------------------------------------
-    def take_inbox(self) -> list[Json]:
-        """Drain the inbox into the session (recorded and fsynced before the cut)."""
+    def take_inbox(self, hide: tuple[str, ...] = ()) -> list[Json]:
+        """Drain the inbox into the session (recorded and fsynced before the cut).
+        Messages of a type in `hide` are recorded as taken but never shown to the model:
+        the harness answers them itself."""
         try:
             if self.inbox_path.stat().st_size == 0:
                 # Nothing has landed (a line is one write under the lock, so a size of 0
@@ -228,9 +247,13 @@ class Member:
                 if mid not in self.session.known_ids and mid not in taken:
                     taken.add(mid)
                     new.append(m)
-            if new:
-                self.session.append({"type": "inbox", "messages": new})
-                fresh.extend(new)
+            shown = [m for m in new if m.get("type") not in hide]
+            hidden = [m for m in new if m.get("type") in hide]
+            if hidden:
+                self.session.append({"type": "inbox", "messages": hidden, "hidden": True})
+            if shown:
+                self.session.append({"type": "inbox", "messages": shown})
+            fresh.extend(new)
 
         inbox.drain(self.ws, self.team, self.name, consume)
         return fresh
@@ -421,6 +444,8 @@ class Member:
             moved = None
             if "status" in changes:
                 moved = roster.set_status(m, changes["status"])
+            if self.error_of_last_run:
+                m["last_error"] = None  # up and running again: that trouble has cleared
             for key in ("last_error",):
                 if key in changes:
                     m[key] = changes[key]
@@ -432,6 +457,7 @@ class Member:
             return moved
 
         moved = roster.update(self.ws, self.team, change)
+        self.error_of_last_run = False
         if "status" in changes:
             self.status = changes["status"]
         events.status_changed(self.ws, self.team, self.name, moved)

@@ -5,6 +5,9 @@ restarted at any moment rebuilds the same conversation:
 
   {"type": "user", "content": [...]}               the first prompt, auto-claims, nudges
   {"type": "inbox", "messages": [...]}             messages taken in from the inbox
+  {"type": "inbox", "messages": [...],             taken in and answered by the harness
+   "hidden": true}                                 (a shutdown request while idle): known,
+                                                   never shown to the model
   {"type": "assistant", "content": [...], ...}     a model reply
   {"type": "tool_result", "block": {...}}          one tool's result, written as it ends
   {"type": "compaction", "summary": "...", ...}    everything before is replaced by this
@@ -104,7 +107,8 @@ class Session:
 
     def ends_with_reply(self) -> bool:
         """True when the model spoke last and asked for nothing: the turn is over."""
-        return bool(self.records) and self.records[-1]["type"] == "assistant" \
+        last = next((r for r in reversed(self.records) if not r.get("hidden")), None)
+        return last is not None and last["type"] == "assistant" \
             and not self.pending_tool_uses()
 
     def unanswered(self) -> int:
@@ -168,7 +172,7 @@ def _fold(turns: list[dict[str, Any]], records: list[Json], identity: str
             settled_records, settled_turns = i + 1, len(turns)
         elif kind == "tool_result":
             results.append(record["block"])
-        elif kind == "inbox":
+        elif kind == "inbox" and not record.get("hidden"):
             user.extend({"type": "text", "text": render_message(m)}
                         for m in record["messages"])
         elif kind == "user":

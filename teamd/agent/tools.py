@@ -312,7 +312,8 @@ class Toolbox:
     """
 
     def __init__(self, ws: Workspace, team: str, member: str, *, kind: str, cwd: Path,
-                 bash_timeout: float, plan_mode_required: bool) -> None:
+                 bash_timeout: float, plan_mode_required: bool,
+                 joined_at: float | None = None) -> None:
         if kind not in KINDS:
             raise ValueError(f"unknown member kind {kind!r}; one of: {', '.join(KINDS)}")
         self.ws = ws
@@ -325,6 +326,11 @@ class Toolbox:
             bash_timeout = 120.0
         self.bash_timeout = float(bash_timeout)
         self.plan_mode_required = plan_mode_required
+        self.joined_at = joined_at
+        # the request id of this member's plan awaiting the lead; None once answered.
+        # Looked up on disk once (a plan submitted before a restart), then kept here.
+        self._pending_plan: str | None = None
+        self._pending_plan_known = False
         self.names = frozenset(tool_names(kind))
         self.shutdown_approved = False
         self.shutdown_request_id: str | None = None
@@ -371,8 +377,8 @@ class Toolbox:
     def _check_plan_gate(self) -> None:
         # Read from requests/ on every call: the gate survives restarts and opens the moment
         # the lead approves, without the loop having to tell us.
-        if self.plan_mode_required and not requests.plan_approved(self.ws, self.team,
-                                                                  self.member):
+        if self.plan_mode_required and not requests.plan_approved(
+                self.ws, self.team, self.member, since=self.joined_at):
             raise ToolError("plan mode: submit a plan with SubmitPlan and wait for the lead's "
                             "approval; until then bash, write_file and edit_file are "
                             "refused (read_file works)")
@@ -534,9 +540,31 @@ class Toolbox:
         verdict = "approved" if approve else "rejected"
         return f"plan {request_id} from {record['sender']} {verdict}; they were told"
 
+    def plan_pending(self) -> str | None:
+        """The id of this member's plan request still awaiting the lead, or None. One
+        file read while a plan is pending; nothing at all once it is answered."""
+        if not self._pending_plan_known:
+            found = requests.pending_plan(self.ws, self.team, self.member)
+            self._pending_plan = found["request_id"] if found else None
+            self._pending_plan_known = True
+        if self._pending_plan is not None:
+            try:
+                status = requests.get(self.ws, self.team, self._pending_plan)["status"]
+            except TeamdError:
+                status = "gone"
+            if status != "pending":
+                self._pending_plan = None
+        return self._pending_plan
+
     def _tool_SubmitPlan(self, plan: str) -> str:
+        pending = self.plan_pending()
+        if pending is not None:
+            # one plan at a time (CONTRACT §6): a second would race the lead's answer
+            raise ToolError(f"your plan {pending} is still waiting for the lead's answer; "
+                            "end your turn and wait for the plan_approval_response")
         msg = actions.send(self.ws, self.team, LEAD, plan, type_="plan_approval_request",
                            sender=self.member)
+        self._pending_plan, self._pending_plan_known = msg["request_id"], True
         return (f"plan submitted to the lead (request_id {msg['request_id']}). Wait for the "
                 "lead's plan_approval_response in your inbox: end your turn now. If approved, "
                 "bash, write_file and edit_file open; if rejected, revise along the feedback "

@@ -1,0 +1,128 @@
+"""Permission rules (CONTRACT.md §11): parsing, the main argument, the order of decision,
+the team's "always" answers, and the quoting edge cases of bash commands and paths."""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import stat
+from pathlib import Path
+
+import pytest
+
+from teamd import actions, permissions, settings
+from teamd.errors import BadInput
+from teamd.layout import Workspace
+from teamd.permissions import Permissions, decide, escape, main_argument, parse_rule
+
+
+def perms(default: str = "allow", **lists: list[str]) -> Permissions:
+    return Permissions(default=default, **{k: tuple(parse_rule(r) for r in v)
+                                           for k, v in lists.items()})
+
+
+def verdict(p: Permissions, tool: str, cwd: Path, always: tuple[str, ...] = (),
+            **inp: str) -> tuple[str, str]:
+    v = decide(p, tuple(parse_rule(r) for r in always), tool, inp, cwd)
+    return v.action, v.rule
+
+
+@pytest.mark.parametrize("text, tool, pattern", [
+    ("bash", "bash", None), ("read_file", "read_file", None),
+    ("bash(git push*)", "bash", "git push*"), ("write_file(.git/*)", "write_file", ".git/*"),
+    ("edit_file(src/*.py)", "edit_file", "src/*.py"), ("  bash(ls)  ", "bash", "ls"),
+    ("bash(echo (a) b)", "bash", "echo (a) b"),  # parentheses inside the pattern
+])
+def test_rules_parse(text: str, tool: str, pattern: str | None) -> None:
+    rule = parse_rule(text)
+    assert (rule.tool, rule.pattern, rule.text) == (tool, pattern, text.strip())
+
+
+@pytest.mark.parametrize("text", ["Bash", "TaskCreate", "SendMessage(x)", "bash(", "bash()",
+                                  "bash(x", "bash x", "(x)", "", "read_file[x]"])
+def test_bad_rules_are_refused_naming_the_rule(text: str) -> None:
+    with pytest.raises(BadInput) as info:
+        parse_rule(text)
+    assert f'"{text}"' in str(info.value)
+
+
+def test_order_deny_then_always_then_ask_then_allow_then_default(tmp_path: Path) -> None:
+    p = perms("ask", allow=["bash(git *)"], ask=["bash(git push*)"], deny=["bash(*--force*)"])
+    assert verdict(p, "bash", tmp_path, command="git diff") == ("allow", "bash(git *)")
+    assert verdict(p, "bash", tmp_path, command="git push origin main") == \
+        ("ask", "bash(git push*)")
+    assert verdict(p, "bash", tmp_path, command="git push --force") == \
+        ("deny", "bash(*--force*)")
+    assert verdict(p, "bash", tmp_path, command="make") == ("ask", "default")
+    # the team's always rules come after deny, before ask
+    always = ("bash(git push origin main)",)
+    assert verdict(p, "bash", tmp_path, always, command="git push origin main") == \
+        ("allow", "bash(git push origin main)")
+    assert verdict(p, "bash", tmp_path, always, command="git push origin main --force") == \
+        ("deny", "bash(*--force*)")
+    # a rule without a pattern takes any input; unruled tools are never decided
+    assert verdict(perms(deny=["read_file"]), "read_file", tmp_path, path="x") == \
+        ("deny", "read_file")
+    assert verdict(perms("deny"), "TaskList", tmp_path)[0] == "allow"
+
+
+def test_bash_commands_with_spaces_and_chains(tmp_path: Path) -> None:
+    p = perms(allow=["bash(pytest*)"], deny=["bash(*rm -rf*)", "bash(rm *)"], default="ask")
+    assert main_argument("bash", {"command": "   pytest -q  \n"}, tmp_path) == "pytest -q"
+    assert verdict(p, "bash", tmp_path, command="   pytest -q") == ("allow", "bash(pytest*)")
+    assert verdict(p, "bash", tmp_path, command="\t rm x") == ("deny", "bash(rm *)")
+    # the pattern sees the whole command: a chain does not hide the second command
+    assert verdict(p, "bash", tmp_path, command="cd x && rm -rf y") == \
+        ("deny", "bash(*rm -rf*)")
+    assert verdict(p, "bash", tmp_path, command="pytest -q; echo ok\nrm -rf /tmp/y") == \
+        ("deny", "bash(*rm -rf*)")
+    assert verdict(p, "bash", tmp_path, command="pytest && rm -rf build") == \
+        ("deny", "bash(*rm -rf*)")
+    assert verdict(p, "bash", tmp_path, command="echo 'rm -rf' is bad")[0] == "deny"
+
+
+def test_paths_are_made_relative_and_normalised(tmp_path: Path) -> None:
+    p = perms(deny=["write_file(.git/*)", "read_file(.git/*)"])
+    for path in ("./a/../.git/config", ".git/config", ".//.git/./config",
+                 str(tmp_path / ".git" / "config"), "a/b/../../.git/config"):
+        assert main_argument("write_file", {"path": path, "content": ""}, tmp_path) == \
+            ".git/config", path
+        assert verdict(p, "write_file", tmp_path, path=path, content="x") == \
+            ("deny", "write_file(.git/*)"), path
+    assert verdict(p, "write_file", tmp_path, path="git/config", content="x")[0] == "allow"
+    # a link into .git is judged by where it lands as well as by its name
+    (tmp_path / ".git").mkdir()
+    (tmp_path / "innocent").symlink_to(tmp_path / ".git")
+    assert verdict(p, "read_file", tmp_path, path="innocent/config") == \
+        ("deny", "read_file(.git/*)")
+
+
+def test_escape_makes_a_glob_that_matches_only_itself() -> None:
+    assert escape("rm *.tmp [a]?") == "rm [*].tmp [[]a][?]"
+    for arg in ("ls *", "a?b", "x[1]", "plain", "[*?[]]"):
+        assert fnmatch.fnmatchcase(arg, escape(arg))
+        assert not fnmatch.fnmatchcase(arg + "x", escape(arg))
+    assert not fnmatch.fnmatchcase("ls a", escape("ls *"))
+
+
+def test_always_rules_live_in_the_team_file(ws: Workspace, tmp_path: Path) -> None:
+    actions.create_team(ws, "t")
+    assert permissions.always_rules(ws, "t") == ()
+    rule = permissions.add_always(ws, "t", "bash", "rm *.tmp")
+    assert rule == "bash(rm [*].tmp)"
+    assert permissions.add_always(ws, "t", "bash", "rm *.tmp") == rule  # once
+    path = ws.team_dir("t") / "permissions.json"
+    doc = json.loads(path.read_text())
+    assert doc == {"schema": 1, "allow": ["bash(rm [*].tmp)"]}
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    always = permissions.always_rules(ws, "t")
+    p = perms(ask=["bash(rm*)"])
+    assert decide(p, always, "bash", {"command": "rm *.tmp"}, tmp_path).action == "allow"
+    assert decide(p, always, "bash", {"command": "rm a.tmp"}, tmp_path).action == "ask"
+
+
+def test_settings_rules_reach_decide(ws: Workspace, tmp_path: Path) -> None:
+    ws.settings_file.write_text('[permissions]\ndefault = "deny"\nallow = ["bash(ls*)"]\n')
+    p = settings.load(ws).permissions
+    assert decide(p, (), "bash", {"command": "ls -l"}, tmp_path).action == "allow"
+    assert decide(p, (), "bash", {"command": "cat x"}, tmp_path).rule == "default"

@@ -301,8 +301,10 @@ def approve(team: TeamArg,
                 "--always", help="Permission requests: also allow this exact call from now on "
                 "(added to the team's permissions.json).")] = False,
             ) -> None:
-    """Approve a plan (the member's write tools open) or a permission request (the waiting
-    tool call runs, once).
+    """Approve a plan or a permission request.
+
+    An approved plan opens the member's write tools; an approved permission request runs
+    the waiting tool call, once.
 
     Example: teamctl approve crew perm-3f2a9c01bd --always"""
     actions.answer_request(ws(), team, request_id, True, feedback, always=always)
@@ -315,8 +317,10 @@ def reject(team: TeamArg,
            feedback: Annotated[str, typer.Option(help="What to change, or why not (required).",
                                                  show_default=False)] = "",
            ) -> None:
-    """Reject a plan (the member revises it) or a permission request (the tool call is
-    refused and the model reads the feedback).
+    """Reject a plan or a permission request, with feedback.
+
+    The member revises a rejected plan; a refused tool call is not run and the model reads
+    the feedback.
 
     Example: teamctl reject crew perm-3f2a9c01bd --feedback "open a pull request instead"
     """
@@ -329,8 +333,9 @@ def requests_cmd(team: TeamArg,
                  pending: Annotated[bool, typer.Option("--pending", help="Only unanswered.")
                                     ] = False,
                  as_json: JsonOpt = False) -> None:
-    """List shutdown, plan-approval and permission requests (a permission request shows the
-    tool and its argument; --json has the whole input)."""
+    """List shutdown, plan-approval and permission requests.
+
+    A permission request shows the tool and its argument; --json has its whole input."""
     actions.require_team(ws(), team)
     records = requests.list_requests(ws(), team, pending_only=pending)
     if as_json:

@@ -228,7 +228,8 @@ def open_ask(ws: Workspace, team: str, member: str, recipient: str, tool: str,
     content = (f"{member} asks to run {tool}: {cut}\n"
                f'(rule "{rule}", request {request_id}) Answer with SendMessage type '
                f'permission_response, request_id "{request_id}", approve true or false '
-               "(feedback says why when refusing).")
+               f"(feedback says why when refusing); or: teamctl approve {team} {request_id} "
+               f'[--always] / teamctl reject {team} {request_id} --feedback "…"')
     msg = inbox.make("permission_request", member, recipient, content,
                      request_id=request_id, tool=tool, input=cut, rule=rule)
     msg["id"] = f"{request_id}-ask"

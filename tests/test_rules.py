@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import fnmatch
 import json
+import os
+import re
 import stat
+import sys
 from pathlib import Path
 
 import pytest
 
-from teamd import actions, permissions, settings
+from teamd import actions, hooks, permissions, settings
 from teamd.errors import BadInput
 from teamd.layout import Workspace
 from teamd.permissions import Permissions, decide, escape, main_argument, parse_rule
@@ -126,3 +129,44 @@ def test_settings_rules_reach_decide(ws: Workspace, tmp_path: Path) -> None:
     p = settings.load(ws).permissions
     assert decide(p, (), "bash", {"command": "ls -l"}, tmp_path).action == "allow"
     assert decide(p, (), "bash", {"command": "cat x"}, tmp_path).rule == "default"
+
+
+# -- the README's worked example, as written -----------------------------------------------
+DOCS = Path(__file__).resolve().parent.parent / "docs" / "permissions.md"
+
+
+def test_the_worked_example_does_what_the_docs_say(
+        ws: Workspace, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The toml of docs/permissions.md: pytest and git diff run freely, git push asks,
+    .git/ is never touched, and a task cannot complete while `pytest -q` fails."""
+    example = re.search(r"```toml\n(.*?)```", DOCS.read_text(), re.S)
+    assert example is not None
+    ws.settings_file.write_text(example.group(1))
+    conf = settings.load(ws)
+    project = tmp_path / "project"
+    (project / ".git").mkdir(parents=True)
+
+    def act(tool: str, **inp: str) -> str:
+        return decide(conf.permissions, (), tool, inp, project).action
+
+    assert act("bash", command="pytest -q tests/") == "allow"
+    assert act("bash", command="git diff HEAD~1") == "allow"
+    assert act("bash", command="git push origin main") == "ask"
+    assert act("bash", command="make deploy") == "ask"  # the default
+    assert act("write_file", path="./src/../.git/hooks/pre-commit", content="") == "deny"
+    assert act("edit_file", path=".git/config", old_text="a", new_text="b") == "deny"
+    assert act("bash", command="cat .git/config") == "deny"
+    assert act("write_file", path="src/app.py", content="") == "allow"
+
+    # the quality gate, with the real pytest on a real failing test
+    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}:{os.environ['PATH']}")
+    actions.create_team(ws, "t")
+    (project / "test_app.py").write_text("def test_sum():\n    assert 1 + 1 == 3\n")
+    gate = conf.hooks["task_completed"]
+    failing = hooks.run(ws, "t", "alice", project, "task_completed", gate, 120,
+                        task={"id": 1, "subject": "x"})
+    assert failing.blocked and "1 failed" in failing.reason
+    (project / "test_app.py").write_text("def test_sum():\n    assert 1 + 1 == 2\n")
+    passing = hooks.run(ws, "t", "alice", project, "task_completed", gate, 120,
+                        task={"id": 1, "subject": "x"})
+    assert passing.exit == 0 and not passing.blocked

@@ -195,30 +195,30 @@ class Member:
         in meanwhile; a shutdown request ends the wait (rejected, `shutting down`), and so
         does `permission_timeout` (rejected, `timeout`)."""
         self.set_status("waiting")
-        inbox_file, record_file = self.inbox_path.name, f"{request_id}.json"
-        folders = [self.ws.team_dir(self.team), self.ws.requests_dir(self.team)]
+        # the idle watcher, kept for the life of the process: a wait costs no inotify
+        # instance of its own (CONTRACT §3: nothing may run out with the size of the team)
+        watcher = self.idle_watcher()
         try:
-            with Watcher(folders, interesting=lambda f: f in (inbox_file, record_file)) as w:
-                while True:  # armed before each check: no answer slips past
-                    self.note_shutdown_asks(self.take_inbox())
-                    record = requests.get(self.ws, self.team, request_id)
-                    if record["status"] != "pending":
-                        return record
-                    left = None
-                    timeout = self.toolbox.settings().permission_timeout
-                    if timeout > 0:
-                        left = float(record["created_at"]) + timeout - time.time()
-                    stop = self.pending_shutdown()
-                    if stop is not None or (left is not None and left <= 0):
-                        why = "shutting down" if stop is not None else "timeout"
-                        try:
-                            record = requests.answer(self.ws, self.team, request_id, False,
-                                                     reason=why)
-                        except BadInput:
-                            continue  # answered meanwhile: that answer stands
-                        self.leaving = stop
-                        return record
-                    self.wait_on(w, left)
+            while True:  # the watcher is armed before each check: no answer slips past
+                self.note_shutdown_asks(self.take_inbox())
+                record = requests.get(self.ws, self.team, request_id)
+                if record["status"] != "pending":
+                    return record
+                left = None
+                timeout = self.toolbox.settings().permission_timeout
+                if timeout > 0:
+                    left = float(record["created_at"]) + timeout - time.time()
+                stop = self.pending_shutdown()
+                if stop is not None or (left is not None and left <= 0):
+                    why = "shutting down" if stop is not None else "timeout"
+                    try:
+                        record = requests.answer(self.ws, self.team, request_id, False,
+                                                 reason=why)
+                    except BadInput:
+                        continue  # answered meanwhile: that answer stands
+                    self.leaving = stop
+                    return record
+                self.wait_on(watcher, left)
         finally:
             self.set_status("active")
 

@@ -119,7 +119,8 @@ def test_teammate_idle_blocks_three_times_in_a_row_then_the_teammate_goes_idle(
         fed = [r for r in server.requests if r["agent"] == "alice"
                and feedback in turn_text(last_user(r))]
         assert len(fed) == 3
-        assert "IDLE-HOOK-9d4: run the linter first" in turn_text(last_user(fed[0]))
+        assert turn_text(last_user(fed[0])) == \
+            f"{feedback}IDLE-HOOK-9d4: run the linter first</hook-feedback>"
         assert len([r for r in server.requests if r["agent"] == "alice"]) == 4
         # new input starts the count again
         actions.send(ws, TEAM, "alice", "WAKE-9d4 one more thing")

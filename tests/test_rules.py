@@ -170,3 +170,43 @@ def test_the_worked_example_does_what_the_docs_say(
     passing = hooks.run(ws, "t", "alice", project, "task_completed", gate, 120,
                         task={"id": 1, "subject": "x"})
     assert passing.exit == 0 and not passing.blocked
+
+
+# -- the toolbox applies them --------------------------------------------------------------
+def test_the_llm_leads_own_asks_go_to_the_person(ws: Workspace, tmp_path: Path) -> None:
+    from teamd import inbox, requests
+    from teamd.agent.tools import Toolbox
+
+    ws.settings_file.write_text('[permissions]\nask = ["write_file"]\n')
+    actions.create_team(ws, "t")
+    work = tmp_path / "work"
+    work.mkdir()
+    seen: list[str] = []
+
+    def person_approves(request_id: str) -> dict[str, object]:
+        seen.append(request_id)
+        asks = inbox.peek(ws, "t", "user")
+        assert [(m["type"], m["sender"], m["request_id"]) for m in asks] == \
+            [("permission_request", "lead", request_id)]
+        actions.answer_request(ws, "t", request_id, True)
+        return requests.get(ws, "t", request_id)
+
+    box = Toolbox(ws, "t", "lead", kind="lead", cwd=work, bash_timeout=5,
+                  plan_mode_required=False, waiter=person_approves)
+    result = box.run("write_file", {"path": "a.txt", "content": "x"}, tool_use_id="toolu_1")
+    assert not result.is_error and (work / "a.txt").read_text() == "x"
+    record = requests.get(ws, "t", seen[0])
+    assert (record["sender"], record["recipient"], record["ran"]) == ("lead", "user", True)
+    answer = inbox.peek(ws, "t", "lead")
+    assert [(m["type"], m["sender"], m["approve"]) for m in answer] == \
+        [("permission_response", "user", True)]
+    # the same call id again (a restart after it ran): found, and never run twice
+    (work / "a.txt").unlink()
+    again = box.run("write_file", {"path": "a.txt", "content": "x"}, tool_use_id="toolu_1")
+    assert again.is_error and again.content == "interrupted by a restart; not re-run"
+    assert not (work / "a.txt").exists() and seen == [record["request_id"]]
+    # a toolbox that cannot wait refuses an ask instead of hanging
+    bare = Toolbox(ws, "t", "lead", kind="lead", cwd=work, bash_timeout=5,
+                   plan_mode_required=False)
+    refused = bare.run("write_file", {"path": "b.txt", "content": "x"})
+    assert refused.is_error and "needs permission" in refused.content

@@ -184,16 +184,16 @@ class Member:
         try:
             self.toolbox.run_hook("teammate_idle")
         except Blocked as exc:
-            text = f'<hook-feedback hook="teammate_idle">{exc}</hook-feedback>'
+            text = f'<hook-feedback hook="teammate_idle">{exc.reason}</hook-feedback>'
             self.session.append({"type": "user", "hook_feedback": "teammate_idle",
                                  "content": [{"type": "text", "text": text}]})
 
     def await_permission(self, request_id: str) -> Json:
         """Block, status `waiting`, until permission request `request_id` is answered;
-        return its record. Woken by inotify (the answer lands in the inbox as a
-        permission_response; the record changes too), never by polling. The inbox is taken
-        in meanwhile; a shutdown request ends the wait (rejected, `shutting down`), and so
-        does `permission_timeout` (rejected, `timeout`)."""
+        return its record. Woken by inotify when the answer lands in the inbox (as a
+        permission_response), never by polling. The inbox is taken in meanwhile; a
+        shutdown request ends the wait (rejected, `shutting down`), and so does
+        `permission_timeout` (rejected, `timeout`)."""
         self.set_status("waiting")
         # the idle watcher, kept for the life of the process: a wait costs no inotify
         # instance of its own (CONTRACT §3: nothing may run out with the size of the team)

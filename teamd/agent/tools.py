@@ -325,7 +325,12 @@ class ToolResult:
 
 class Blocked(ToolError):
     """A refusal whose text reaches the model as written, lines and all (a hook's reason,
-    a person's feedback): not squeezed onto one line like other tool errors."""
+    a person's feedback): not squeezed onto one line like other tool errors. `reason` is
+    the hook's own words, without the line saying which hook blocked."""
+
+    def __init__(self, text: str, reason: str | None = None) -> None:
+        super().__init__(text)
+        self.reason = text if reason is None else reason
 
 
 class Toolbox:
@@ -473,7 +478,7 @@ class Toolbox:
         outcome = hooks.run(self.ws, self.team, self.member, self.cwd, hook, command,
                             conf.hook_timeout, **event)
         if outcome.blocked:
-            raise Blocked(outcome.message())
+            raise Blocked(outcome.message(), outcome.reason or "(the hook said nothing)")
 
     def _check_plan_gate(self) -> None:
         # Read from requests/ on every call: the gate survives restarts and opens the moment

@@ -18,6 +18,7 @@ from teamd import actions, board, events, files, inbox, pidfile, requests, roste
 from teamd.errors import BadInput, TeamdError
 from teamd.files import Json
 from teamd.layout import LEAD, Workspace
+from teamd.permissions import describe
 
 app = typer.Typer(
     name="teamctl",
@@ -302,22 +303,37 @@ def restart(team: TeamArg, name: NameArg) -> None:
 
 @app.command()
 def approve(team: TeamArg,
-            request_id: Annotated[str, typer.Argument(help="The plan request id.")],
+            request_id: Annotated[str, typer.Argument(help="The plan or permission request id "
+                                                      "(see `teamctl requests TEAM --pending`).")],
             feedback: Annotated[str | None, typer.Option(help="Notes for the member.")] = None,
+            always: Annotated[bool, typer.Option(
+                "--always", help="Permission requests: also allow this exact call from now on "
+                "(added to the team's permissions.json).")] = False,
             ) -> None:
-    """Approve a member's plan: its write tools open."""
-    actions.answer_plan(ws(), team, request_id, True, feedback)
-    print(f"approved {request_id}")
+    """Approve a plan or a permission request.
+
+    An approved plan opens the member's write tools; an approved permission request runs
+    the waiting tool call, once.
+
+    Example: teamctl approve crew perm-3f2a9c01bd --always"""
+    actions.answer_request(ws(), team, request_id, True, feedback, always=always)
+    print(f"approved {request_id}" + (" (always allowed from now on)" if always else ""))
 
 
 @app.command()
 def reject(team: TeamArg,
-           request_id: Annotated[str, typer.Argument(help="The plan request id.")],
-           feedback: Annotated[str, typer.Option(help="What to change (required).",
+           request_id: Annotated[str, typer.Argument(help="The plan or permission request id.")],
+           feedback: Annotated[str, typer.Option(help="What to change, or why not (required).",
                                                  show_default=False)] = "",
            ) -> None:
-    """Reject a member's plan with feedback; it revises and submits again."""
-    actions.answer_plan(ws(), team, request_id, False, feedback)
+    """Reject a plan or a permission request, with feedback.
+
+    The member revises a rejected plan; a refused tool call is not run and the model reads
+    the feedback.
+
+    Example: teamctl reject crew perm-3f2a9c01bd --feedback "open a pull request instead"
+    """
+    actions.answer_request(ws(), team, request_id, False, feedback)
     print(f"rejected {request_id}")
 
 
@@ -326,16 +342,23 @@ def requests_cmd(team: TeamArg,
                  pending: Annotated[bool, typer.Option("--pending", help="Only unanswered.")
                                     ] = False,
                  as_json: JsonOpt = False) -> None:
-    """List shutdown and plan-approval requests."""
+    """List shutdown, plan-approval and permission requests.
+
+    A permission request shows the tool and its argument; --json has its whole input."""
     actions.require_team(ws(), team)
     records = requests.list_requests(ws(), team, pending_only=pending)
     if as_json:
         output.emit_json(records)
         return
+
+    def detail(r: Json) -> str:
+        if r["kind"] == "permission":
+            said = r.get("feedback") or r.get("reason")
+            return output.short(describe(r) + (f" ({said})" if said else ""), 70)
+        return output.short(r.get("plan") or r.get("feedback") or r.get("reason") or "", 50)
+
     rows = [(r["request_id"], r["kind"], r["sender"], r["recipient"], r["status"],
-             output.ago(r["created_at"]),
-             output.short(r.get("plan") or r.get("feedback") or r.get("reason") or "", 50))
-            for r in records]
+             output.ago(r["created_at"]), detail(r)) for r in records]
     print(output.table(["REQUEST", "KIND", "FROM", "TO", "STATUS", "OPENED", "DETAIL"], rows)
           if rows else "no requests")
 

@@ -18,6 +18,7 @@ import psutil
 from teamd import board, pidfile, requests, roster
 from teamd.files import Json
 from teamd.layout import Workspace
+from teamd.permissions import describe
 
 WINDOW = 0.1
 
@@ -63,10 +64,22 @@ def pending_of(name: str, records: list[Json]) -> list[Json]:
             and name in (r.get("sender"), r.get("recipient"))]
 
 
+def waiting_for(member: Json, records: list[Json]) -> str | None:
+    """What a `waiting` member waits for: its pending permission request, in one line."""
+    if member.get("status") != "waiting":
+        return None
+    for r in records:
+        if r.get("kind") == "permission" and r.get("status") == "pending" \
+                and r.get("sender") == member["name"]:
+            return f"permission {r['request_id']}: {describe(r)}"
+    return None
+
+
 def status_doc(ws: Workspace, team_names: list[str]) -> Json:
     """The `status` document: each member as its roster entry, plus `live`, `uptime`,
-    `cpu_percent`, `pss`, `rss`, `plan_gate`, `pending_requests`, and `current_task` as
-    the board has it (the lowest in-progress task it owns: the board is the truth)."""
+    `cpu_percent`, `pss`, `rss`, `plan_gate`, `pending_requests`, `waiting_for`, and
+    `current_task` as the board has it (the lowest in-progress task it owns: the board is
+    the truth)."""
     supervisor = pidfile.running(ws)
     teams = []
     for team in team_names:
@@ -99,7 +112,8 @@ def status_doc(ws: Workspace, team_names: list[str]) -> Json:
                          "uptime": now - float(started) if fact and started else None,
                          "current_task": board.current_task(tasks, m["name"]),
                          "plan_gate": plan_gate(m, records),
-                         "pending_requests": pending_of(m["name"], records)})
+                         "pending_requests": pending_of(m["name"], records),
+                         "waiting_for": waiting_for(m, records)})
         counts = {s: sum(t["status"] == s for t in tasks) for s in board.STATUSES}
         doc["teams"].append({"name": config["name"], "state": config["state"],
                              "description": config.get("description", ""),

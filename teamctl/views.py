@@ -33,7 +33,7 @@ def terminal_width() -> int | None:
 # -- status ------------------------------------------------------------------------------
 def notes(m: Json) -> str:
     """The markers of a member: a closed plan gate, and each request still pending."""
-    out = []
+    out = [m["waiting_for"]] if m.get("waiting_for") else []
     if m.get("plan_gate") == "closed":
         out.append("plan gate closed")
     for r in m.get("pending_requests") or []:
@@ -41,7 +41,7 @@ def notes(m: Json) -> str:
             out.append(f"shutdown asked {r['request_id']}")
         elif r["kind"] == "plan_approval":
             out.append(f"plan pending {r['request_id']}")
-        else:
+        elif not (r["kind"] == "permission" and m.get("waiting_for")):
             out.append(f"{r['kind']} pending {r['request_id']}")
     return ", ".join(out)
 

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from teamd import board, events, files, inbox, pidfile, requests, roster
+from teamd import board, events, files, inbox, permissions, pidfile, requests, roster
 from teamd.errors import BadInput, TeamdError
 from teamd.files import Json
 from teamd.layout import LEAD, SUPERVISOR, Workspace, validate_member_name, validate_name
@@ -111,6 +111,18 @@ def send(ws: Workspace, team: str, recipient: str, content: str, *, type_: str =
     if sender == recipient:
         raise BadInput("sending a message to oneself is refused")
     inbox.check_content(content)
+    if type_ == "permission_request":
+        raise BadInput("permission_request is sent by the harness, for a tool call that "
+                       "waits; answer one with permission_response")
+    if type_ == "permission_response":
+        if not request_id or approve is None:
+            raise BadInput("permission_response needs --request-id and --approve or --reject")
+        record = requests.get(ws, team, request_id)
+        if (record["kind"], record["recipient"], record["sender"]) != \
+                ("permission", sender, recipient):
+            raise BadInput(f"request {request_id!r} is not a permission request from "
+                           f"{recipient} to {sender}")
+        return answer_request(ws, team, request_id, approve, feedback or reason)
     if type_ == "shutdown_request":
         if sender != LEAD:
             raise BadInput("only the lead sends shutdown_request")
@@ -271,21 +283,47 @@ def restart(ws: Workspace, team: str, name: str) -> Json:
         return dict(member)
 
 
-# -- plans -------------------------------------------------------------------------------
+# -- plans and permissions ---------------------------------------------------------------
 def answer_plan(ws: Workspace, team: str, request_id: str, approve: bool,
                 feedback: str | None = None) -> Json:
     """Approve or reject a plan request; the member learns it from its inbox."""
+    return answer_request(ws, team, request_id, approve, feedback, only="plan_approval")
+
+
+def answer_request(ws: Workspace, team: str, request_id: str, approve: bool,
+                   feedback: str | None = None, *, always: bool = False,
+                   only: str | None = None) -> Json:
+    """Approve or reject a plan or permission request (`teamctl approve`/`reject`, the
+    lead's SendMessage): compare-and-set on the record, then the response into the
+    member's inbox. `always` (permissions only) also allows the exact call from now on.
+    Returns the response message."""
     require_team(ws, team)
     record = requests.get(ws, team, request_id)
-    if record["kind"] != "plan_approval":
-        raise BadInput(f"request {request_id!r} is a {record['kind']} request; "
-                       "only plans are approved or rejected here")
+    kind = record["kind"]
+    if only is not None and kind != only:
+        raise BadInput(f"request {request_id!r} is a {kind} request, not {only}")
+    if kind not in ("plan_approval", "permission"):
+        raise BadInput(f"request {request_id!r} is a {kind} request; only plan and "
+                       "permission requests are approved or rejected here")
+    if always and kind != "permission":
+        raise BadInput(f"--always applies to permission requests; {request_id!r} is a "
+                       f"{kind} request")
     if not approve and not (feedback and feedback.strip()):
-        raise BadInput("a rejection needs --feedback saying what to change")
-    text = feedback or ("Plan approved." if approve else "Plan rejected.")
+        raise BadInput("a rejection needs --feedback saying "
+                       + ("what to change" if kind == "plan_approval" else "why"))
+    if kind == "plan_approval":
+        type_ = "plan_approval_response"
+        text = feedback or ("Plan approved." if approve else "Plan rejected.")
+    else:  # the feedback travels in its own field (and reaches the model as "Feedback:")
+        type_ = "permission_response"
+        text = f"{'Approved' if approve else 'Refused'}: {permissions.describe(record)}"
     inbox.check_content(text)
-    requests.answer(ws, team, request_id, approve, feedback=feedback)
-    msg = inbox.make("plan_approval_response", record["recipient"], record["sender"], text,
+    if feedback:
+        inbox.check_content(feedback)
+    record = requests.answer(ws, team, request_id, approve, feedback=feedback)
+    if always and approve:
+        permissions.add_always(ws, team, record["tool"], record.get("argument") or "")
+    msg = inbox.make(type_, record["recipient"], record["sender"], text,
                      request_id=request_id, approve=approve, feedback=feedback)
     inbox.deliver(ws, team, [msg])
     return msg

@@ -20,7 +20,7 @@ from teamd.layout import Workspace
 MAX_CONTENT = 256 * 1024
 TYPES = ("message", "broadcast", "shutdown_request", "shutdown_response",
          "plan_approval_request", "plan_approval_response", "idle_notification",
-         "member_failed")
+         "member_failed", "permission_request", "permission_response")
 
 
 def check_content(content: str) -> str:

@@ -1,4 +1,4 @@
-"""Shutdown and plan-approval requests: `.teams/{team}/requests/{request_id}.json`.
+"""Shutdown, plan-approval and permission requests: `.teams/{team}/requests/{request_id}.json`.
 
 A record is opened `pending` and answered exactly once: the answer is a compare-and-set
 from `pending` under the record's lock, so a second answer is refused (CONTRACT.md §6).
@@ -14,22 +14,29 @@ from teamd.errors import BadInput
 from teamd.files import Json
 from teamd.layout import Workspace
 
-KINDS = ("shutdown", "plan_approval")
+KINDS = ("shutdown", "plan_approval", "permission")
 
 
 def new_id(kind: str) -> str:
-    return f"{'plan' if kind == 'plan_approval' else kind}-{secrets.token_hex(5)}"
+    prefix = {"plan_approval": "plan", "permission": "perm"}.get(kind, kind)
+    return f"{prefix}-{secrets.token_hex(5)}"
 
 
 def open_request(ws: Workspace, team: str, kind: str, sender: str, recipient: str, *,
                  reason: str | None = None, plan: str | None = None,
-                 request_id: str | None = None) -> Json:
+                 request_id: str | None = None, tool: str | None = None,
+                 tool_input: Json | None = None, rule: str | None = None,
+                 argument: str | None = None) -> Json:
     if kind not in KINDS:
         raise BadInput(f"unknown request kind {kind!r}")
     rid = request_id or new_id(kind)
     record: Json = {"schema": 1, "request_id": rid, "kind": kind, "sender": sender,
                     "recipient": recipient, "status": "pending", "created_at": time.time(),
                     "resolved_at": None, "reason": reason, "plan": plan, "feedback": None}
+    if kind == "permission":
+        # `input` is the whole tool input; `argument` what the rule matched (for listings)
+        record.update({"tool": tool, "input": tool_input, "rule": rule, "argument": argument,
+                       "ran": False, "asked": False})
     path = ws.request(team, rid)
     files.ensure_dir(path.parent)
     with files.lock(path):
@@ -72,6 +79,20 @@ def answer(ws: Workspace, team: str, request_id: str, approve: bool, *,
     events.emit(ws, team, "request_answered", member=record["recipient"],
                 request_id=request_id, kind=record["kind"], status=record["status"])
     return record
+
+
+def set_flag(ws: Workspace, team: str, request_id: str, key: str,
+             when_status: str | None = None) -> Json:
+    """Set `record[key] = True` under the record's lock (at most once: the returned record
+    has `changed` False when it was set already, or the status is not `when_status`)."""
+    path = ws.request(team, request_id)
+    with files.lock(path):
+        record = get(ws, team, request_id)
+        ok = not record.get(key) and (when_status is None or record["status"] == when_status)
+        if ok:
+            record[key] = True
+            files.write_json(path, record)
+    return {**record, "changed": ok}
 
 
 def list_requests(ws: Workspace, team: str, pending_only: bool = False) -> list[Json]:

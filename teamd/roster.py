@@ -20,10 +20,10 @@ from teamd.files import Json
 from teamd.layout import Workspace
 
 COLORS = ("cyan", "yellow", "magenta", "green", "blue")
-STATUSES = ("pending", "starting", "active", "idle", "sleeping", "stopping", "shutdown",
-            "backoff", "failed")
+STATUSES = ("pending", "starting", "active", "idle", "waiting", "sleeping", "stopping",
+            "shutdown", "backoff", "failed")
 #: statuses the supervisor treats as "has (or should have) a process"
-RUNNING_STATUSES = ("starting", "active", "idle", "stopping")
+RUNNING_STATUSES = ("starting", "active", "idle", "waiting", "stopping")
 
 T = TypeVar("T")
 

@@ -1,20 +1,39 @@
 """Settings: `teamd.toml` at the workspace root, overridden by the environment.
 
-A flat table (CONTRACT.md section 10). `TEAMD_<KEY>` overrides any key; the API key and
-base URL come only from the environment and are never written anywhere.
+A flat table plus the `[permissions]` and `[hooks]` tables (CONTRACT.md sections 10, 11).
+`TEAMD_<KEY>` overrides any key of the flat table (the tables have no variables); the API
+key and base URL come only from the environment and are never written anywhere.
 """
 
 from __future__ import annotations
 
+import difflib
+import logging
 import os
 import tomllib
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from teamd.errors import BadInput
+from teamd.errors import BadInput, TeamdError
 from teamd.layout import Workspace
+
+if TYPE_CHECKING:
+    from teamd.permissions import Permissions
+
+log = logging.getLogger(__name__)
+
+#: the hooks of CONTRACT §11, in the order `teamctl init` lists them
+HOOKS = ("pre_tool_use", "task_created", "task_completed", "teammate_idle")
+#: keys that are tables, not flat settings (no TEAMD_ variable, not in `as_toml_table`)
+TABLES = ("permissions", "hooks")
+
+
+def _no_permissions() -> Permissions:
+    from teamd.permissions import Permissions  # late: permissions imports the journal
+
+    return Permissions()
 
 
 @dataclass(frozen=True)
@@ -32,9 +51,15 @@ class Settings:
     stop_timeout: float = 20
     events_max_bytes: int = 67108864
     events_keep: int = 5
+    permission_timeout: float = 0
+    hook_timeout: float = 300
+    permissions: Permissions = field(default_factory=_no_permissions)
+    #: hook name → shell command, only the hooks that are set
+    hooks: Mapping[str, str] = field(default_factory=dict)
 
     def as_toml_table(self) -> dict[str, Any]:
-        return asdict(self)
+        """The flat table (the `[permissions]` and `[hooks]` tables are apart)."""
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name not in TABLES}
 
 
 _cache: dict[Path, tuple[tuple[int, int, int] | None, Settings]] = {}
@@ -85,18 +110,54 @@ def load(ws: Workspace, environ: Mapping[str, str] | None = None) -> Settings:
             for key, value in table.items():
                 if key not in kinds:
                     raise BadInput(f"{path}: unknown setting {key!r}")
+                if key in TABLES:
+                    values[key] = _parse_table(key, value, str(path))
+                    continue
                 values[key] = _coerce(key, value, _kind(key), str(path))
         base = Settings(**values)
         if environ is None:
             _cache[path] = (stamp, base)
     overrides = {}
     for f in fields(Settings):
+        if f.name in TABLES:
+            continue
         raw = env.get(f"TEAMD_{f.name.upper()}")
         if raw is not None and raw != "":
             overrides[f.name] = _coerce(f.name, raw, _kind(f.name), f"TEAMD_{f.name.upper()}")
     if overrides:
-        return Settings(**{**asdict(base), **overrides})
+        return replace(base, **overrides)
     return base
+
+
+def load_or_keep(ws: Workspace, previous: Settings) -> Settings:
+    """`load`, or `previous` when teamd.toml is broken: a running member keeps the rules
+    and hooks in force, as teamd does on SIGHUP (CONTRACT §11)."""
+    try:
+        return load(ws)
+    except TeamdError as exc:
+        log.warning("%s; keeping the settings in force", exc)
+        return previous
+
+
+def _parse_table(key: str, value: Any, where: str) -> Any:
+    if key == "permissions":
+        from teamd.permissions import parse_table
+
+        return parse_table(value, where)
+    if not isinstance(value, dict):
+        raise BadInput(f"{where}: [hooks] must be a table")
+    hooks: dict[str, str] = {}
+    for name, command in value.items():
+        if name not in HOOKS:
+            close = difflib.get_close_matches(str(name), HOOKS, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise BadInput(f"{where}: unknown hook {name!r} in [hooks]; one of: "
+                           f"{', '.join(HOOKS)}{hint}")
+        if not isinstance(command, str):
+            raise BadInput(f"{where}: [hooks] {name} must be a shell command (text)")
+        if command.strip():  # an empty command is no hook
+            hooks[name] = command
+    return hooks
 
 
 _KINDS: dict[str, type] = {"str": str, "int": int, "float": float}
@@ -118,5 +179,12 @@ def write_defaults(ws: Workspace, force: bool = False) -> Path:
     if path.exists() and not force:
         raise BadInput(f"{path} already exists (use --force to overwrite)")
     header = "# teamd settings; environment TEAMD_<KEY> overrides any key. Times in seconds.\n"
-    atomic_write_bytes(path, (header + tomli_w.dumps(Settings().as_toml_table())).encode())
+    perms = ("\n# Rules over bash, read_file, write_file, edit_file: Tool or Tool(glob), decided\n"
+             "# deny -> the team's `approve --always` answers -> ask -> allow -> default.\n"
+             + tomli_w.dumps({"permissions": Settings().permissions.as_toml_table()}))
+    hooks = ("\n# Shell commands run at these points (exit 0 go on, 2 block with stderr as the\n"
+             "# reason, anything else: the hook failed, go on). The event is JSON on stdin.\n"
+             "[hooks]\n" + "".join(f'# {name} = "…"\n' for name in HOOKS))
+    text = header + tomli_w.dumps(Settings().as_toml_table()) + perms + hooks
+    atomic_write_bytes(path, text.encode())
     return path

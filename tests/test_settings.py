@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import stat
 import tomllib
 
@@ -17,7 +18,11 @@ CONTRACT_DEFAULTS = {
     "compact_threshold": 150000, "bash_timeout": 120, "backoff_initial": 1,
     "backoff_max": 60, "backoff_reset": 60, "restart_limit": 5, "restart_window": 60,
     "stop_timeout": 20, "events_max_bytes": 67108864, "events_keep": 5,
+    "permission_timeout": 0, "hook_timeout": 300,
 }
+#: what `teamctl init` writes besides the flat table (the hooks are comments)
+INIT_TABLES = {"permissions": {"default": "allow", "allow": [], "ask": [], "deny": []},
+               "hooks": {}}
 
 
 def test_defaults_are_the_contracts(ws: Workspace) -> None:
@@ -36,14 +41,16 @@ def test_write_defaults_writes_every_key_0600_and_refuses_to_overwrite(
     assert path == ws.settings_file
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     text = path.read_text()
-    assert tomllib.loads(text) == CONTRACT_DEFAULTS
+    assert tomllib.loads(text) == {**CONTRACT_DEFAULTS, **INIT_TABLES}
+    for hook in settings.HOOKS:
+        assert f'# {hook} = "' in text  # each hook, as a comment
     assert "sk-ant" not in text and "ANTHROPIC" not in text
     path.write_text("idle_timeout = 5\n")
     with pytest.raises(BadInput, match="already exists"):
         settings.write_defaults(ws)
     assert path.read_text() == "idle_timeout = 5\n"
     settings.write_defaults(ws, force=True)
-    assert tomllib.loads(path.read_text()) == CONTRACT_DEFAULTS
+    assert tomllib.loads(path.read_text()) == {**CONTRACT_DEFAULTS, **INIT_TABLES}
 
 
 def test_toml_values_are_read(ws: Workspace) -> None:
@@ -119,3 +126,60 @@ def test_bad_environment_values_are_refused_naming_the_variable(
     monkeypatch.setenv(var, value)
     with pytest.raises(BadInput, match=var):
         settings.load(ws)
+
+
+# -- [permissions] and [hooks] (CONTRACT §10, §11) -----------------------------------------
+def test_permissions_and_hooks_tables_are_read(ws: Workspace) -> None:
+    ws.settings_file.write_text(
+        'hook_timeout = 5\n[permissions]\ndefault = "ask"\n'
+        'allow = ["bash(pytest*)", "read_file"]\nask = ["bash(git push*)"]\n'
+        'deny = ["write_file(.git/*)"]\n'
+        '[hooks]\ntask_completed = "pytest -q >&2"\nteammate_idle = ""\n')
+    conf = settings.load(ws)
+    assert conf.hook_timeout == 5
+    assert conf.permissions.default == "ask"
+    assert [(r.tool, r.pattern) for r in conf.permissions.allow] == \
+        [("bash", "pytest*"), ("read_file", None)]
+    assert [r.text for r in conf.permissions.deny] == ["write_file(.git/*)"]
+    assert dict(conf.hooks) == {"task_completed": "pytest -q >&2"}  # empty: no hook
+
+
+@pytest.mark.parametrize("table, named", [
+    ('[permissions]\nask = ["Bash(git push*)"]\n', "Bash(git push*)"),
+    ('[permissions]\ndeny = ["TaskCreate"]\n', "TaskCreate"),
+    ('[permissions]\nallow = ["bash(x"]\n', "bash(x"),
+    ('[permissions]\nallow = ["bash()"]\n', "bash()"),
+    ('[permissions]\nallow = ["bash git"]\n', "bash git"),
+    ('[permissions]\nallow = "bash"\n', "allow"),
+    ('[permissions]\ndefault = "maybe"\n', "default"),
+    ('[permissions]\nalow = []\n', "did you mean 'allow'"),
+    ('[hooks]\ntask_complete = "true"\n', "did you mean 'task_completed'"),
+    ('[hooks]\npre_tool_use = 3\n', "pre_tool_use"),
+    ('hooks = "x"\n', "hooks"),
+])
+def test_a_bad_rule_or_hook_is_a_settings_error_naming_it(ws: Workspace, table: str,
+                                                          named: str) -> None:
+    ws.settings_file.write_text(table)
+    with pytest.raises(BadInput, match=re.escape(named)) as info:
+        settings.load(ws)
+    assert str(ws.settings_file) in str(info.value)
+
+
+def test_the_tables_have_no_environment_variables(ws: Workspace,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TEAMD_PERMISSIONS", "garbage")
+    monkeypatch.setenv("TEAMD_HOOKS", "garbage")
+    monkeypatch.setenv("TEAMD_HOOK_TIMEOUT", "7")
+    ws.settings_file.write_text('[permissions]\ndeny = ["bash"]\n')
+    conf = settings.load(ws)
+    assert conf.hook_timeout == 7 and [r.text for r in conf.permissions.deny] == ["bash"]
+    assert dict(conf.hooks) == {}
+
+
+def test_a_member_keeps_the_rules_in_force_when_the_file_breaks(ws: Workspace) -> None:
+    ws.settings_file.write_text('[permissions]\ndeny = ["bash(rm*)"]\n')
+    good = settings.load(ws)
+    ws.settings_file.write_text('[permissions]\ndeny = ["bsh(rm*)"]\n')
+    assert settings.load_or_keep(ws, good) is good
+    ws.settings_file.write_text('[permissions]\ndeny = ["bash(mv*)"]\n')
+    assert [r.text for r in settings.load_or_keep(ws, good).permissions.deny] == ["bash(mv*)"]

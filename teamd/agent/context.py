@@ -44,6 +44,11 @@ def system_prompt(member: Json, team: str, cwd: str) -> str:
             "task board (TaskCreate, TaskUpdate), answer plan_approval_request messages "
             "with SendMessage type plan_approval_response (request_id, approve, feedback), "
             "and shut teammates down with SendMessage type shutdown_request when done.")
+        lines.append(
+            "A permission_request message is a teammate's tool call (the tool and its "
+            "argument, the rule that asks, the request_id) waiting for your go: answer it "
+            "with SendMessage type permission_response, that request_id, approve true or "
+            "false, and feedback saying why when refusing. The teammate waits until then.")
     else:
         lines.append(
             "Work from the shared task board: TaskList to see it, TaskUpdate to mark your "
@@ -53,6 +58,10 @@ def system_prompt(member: Json, team: str, cwd: str) -> str:
         lines.append(
             "A shutdown_request must be answered with SendMessage type shutdown_response, "
             "its request_id, and approve true (then stop) or false with a reason.")
+        lines.append(
+            "The team's rules may deny a tool call (`denied by rule`: do not retry it, find "
+            "another way) or make it wait for the lead's permission (`permission refused` "
+            "carries the lead's feedback).")
         if member.get("plan_mode_required"):
             lines.append(
                 "You are in plan mode: bash, write_file and edit_file are refused until the "

@@ -3,8 +3,10 @@ the shared task board (CONTRACT.md sections 3, 4 and 6).
 
 States: active (calling the model, running tools) ↔ idle (waiting on the inbox and the
 board, woken by inotify) → exit 75 after `idle_timeout` (sleeping) or exit 0 after an
-approved shutdown. Every step is recorded in the session file first, so a restart at any
-moment resumes the same conversation without showing a message twice or re-running a tool.
+approved shutdown; active ↔ waiting (a tool call waits for the answer to a permission
+request, §11, still taking in the inbox). Every step is recorded in the session file
+first, so a restart at any moment resumes the same conversation without showing a message
+twice or re-running a tool.
 """
 
 from __future__ import annotations
@@ -20,8 +22,8 @@ from typing import Any
 from teamd import actions, board, events, files, inbox, requests, roster, settings
 from teamd.agent import context, model
 from teamd.agent.session import INTERRUPTED, Session, compacted_head
-from teamd.agent.tools import Toolbox, specs_for
-from teamd.errors import TeamdError
+from teamd.agent.tools import Blocked, Toolbox, specs_for
+from teamd.errors import BadInput, TeamdError
 from teamd.files import Json
 from teamd.layout import LEAD, Workspace
 from teamd.proc import EXIT_SHUTDOWN, EXIT_SLEEP, drain_fd
@@ -30,6 +32,7 @@ from teamd.watch import Watcher
 log = logging.getLogger(__name__)
 
 API_RETRY_FIRST, API_RETRY_MAX = 5.0, 120.0
+IDLE_HOOK_TURNS = 3  # <hook-feedback> turns in a row before a teammate goes idle anyway
 
 
 def run_member(ws: Workspace, team: str, name: str) -> int:
@@ -58,7 +61,8 @@ class Member:
         self.toolbox = Toolbox(ws, team, name, kind=self.kind, cwd=self.cwd,
                                bash_timeout=self.conf.bash_timeout,
                                plan_mode_required=bool(member.get("plan_mode_required")),
-                               joined_at=member.get("joined_at"))
+                               joined_at=member.get("joined_at"),
+                               waiter=self.await_permission)
         self.specs = specs_for(self.kind)
         self.session = Session.load(ws.session(team, name))
         self.client = model.make_client()
@@ -74,6 +78,8 @@ class Member:
         self.error_of_last_run = member.get("last_error") is not None
         # request ids the model has been shown (after a restart: those still pending)
         self.shutdown_asks: list[str] = self.shown_shutdown_asks()
+        # a shutdown request that ended a wait for permission: approved after that tool
+        self.leaving: str | None = None
 
     # -- the loop ------------------------------------------------------------------------
     def run(self) -> int:
@@ -86,8 +92,9 @@ class Member:
         if self.session.empty:
             self.session.append({"type": "user", "content": [
                 {"type": "text", "text": self.prompt}]})
-        for use in self.session.pending_tool_uses():
-            self.record_result(use["id"], INTERRUPTED, is_error=True)
+        code = self.settle_interrupted()
+        if code is not None:
+            return code
         while True:
             if self.session.ends_with_reply():
                 code = self.idle()
@@ -127,13 +134,15 @@ class Member:
         uses = [b for b in content if b.get("type") == "tool_use"]
         for use in uses:
             tool_input = use.get("input") or {}
-            result = self.toolbox.run(use["name"], tool_input)
+            result = self.toolbox.run(use["name"], tool_input, tool_use_id=use["id"])
             claimed = None
             if use["name"] == "TaskUpdate" and tool_input.get("status") == "in_progress" \
                     and not result.is_error:
                 claimed = tool_input.get("task_id")  # the model took it up itself
             self.record_result(use["id"], result.content, is_error=result.is_error,
                                claimed=claimed)
+            if self.leaving:
+                return self.approve_shutdown(self.leaving, "waiting for permission")
         if self.toolbox.shutdown_approved:
             return self.leave()
         if not uses:
@@ -142,6 +151,84 @@ class Member:
                 if requests.get(self.ws, self.team, rid)["status"] == "pending":
                     # the model ended its turn without answering: approve for it
                     return self.approve_shutdown(rid, "ended its turn without answering")
+            if self.kind != "lead":
+                self.check_idle_hook()
+        return None
+
+    def settle_interrupted(self) -> int | None:
+        """Tool calls of the last turn with no result: the process died during them. One
+        that ran, or may have, is never run again (INTERRUPTED); one that was waiting for
+        permission waits again on its request record, whose `ran` flag says whether an
+        approved call already ran (CONTRACT §6 Resume, §11)."""
+        for use in self.session.pending_tool_uses():
+            if self.toolbox.permission_record(use["id"]) is None:
+                self.record_result(use["id"], INTERRUPTED, is_error=True)
+                continue
+            result = self.toolbox.run(use["name"], use.get("input") or {},
+                                      tool_use_id=use["id"])
+            self.record_result(use["id"], result.content, is_error=result.is_error)
+            if self.leaving:
+                return self.approve_shutdown(self.leaving, "waiting for permission")
+        return None
+
+    def check_idle_hook(self) -> None:
+        """The model ended its turn: run `teammate_idle` before going idle. Exit 2 keeps
+        the teammate at work with the hook's reason as a <hook-feedback> turn, at most
+        IDLE_HOOK_TURNS in a row; after that it goes idle without running the hook."""
+        in_a_row = 0
+        for record in reversed(self.session.records):
+            if record["type"] in ("inbox", "compaction") or (
+                    record["type"] == "user" and not record.get("hook_feedback")):
+                break  # new input since: the count starts again
+            if record["type"] == "user":
+                in_a_row += 1
+        if in_a_row >= IDLE_HOOK_TURNS:
+            return
+        try:
+            self.toolbox.run_hook("teammate_idle")
+        except Blocked as exc:
+            text = f'<hook-feedback hook="teammate_idle">{exc.reason}</hook-feedback>'
+            self.session.append({"type": "user", "hook_feedback": "teammate_idle",
+                                 "content": [{"type": "text", "text": text}]})
+
+    def await_permission(self, request_id: str) -> Json:
+        """Block, status `waiting`, until permission request `request_id` is answered;
+        return its record. Woken by inotify when the answer lands in the inbox (as a
+        permission_response), never by polling. The inbox is taken in meanwhile; a
+        shutdown request ends the wait (rejected, `shutting down`), and so does
+        `permission_timeout` (rejected, `timeout`)."""
+        self.set_status("waiting")
+        # the idle watcher, kept for the life of the process: a wait costs no inotify
+        # instance of its own (CONTRACT §3: nothing may run out with the size of the team)
+        watcher = self.idle_watcher()
+        try:
+            while True:  # the watcher is armed before each check: no answer slips past
+                self.note_shutdown_asks(self.take_inbox())
+                record = requests.get(self.ws, self.team, request_id)
+                if record["status"] != "pending":
+                    return record
+                left = None
+                timeout = self.toolbox.settings().permission_timeout
+                if timeout > 0:
+                    left = float(record["created_at"]) + timeout - time.time()
+                stop = self.pending_shutdown()
+                if stop is not None or (left is not None and left <= 0):
+                    why = "shutting down" if stop is not None else "timeout"
+                    try:
+                        record = requests.answer(self.ws, self.team, request_id, False,
+                                                 reason=why)
+                    except BadInput:
+                        continue  # answered meanwhile: that answer stands
+                    self.leaving = stop
+                    return record
+                self.wait_on(watcher, left)
+        finally:
+            self.set_status("active")
+
+    def pending_shutdown(self) -> str | None:
+        for rid in self.shutdown_asks:
+            if requests.get(self.ws, self.team, rid)["status"] == "pending":
+                return rid
         return None
 
     def idle(self) -> int | None:
@@ -192,7 +279,7 @@ class Member:
                 return EXIT_SLEEP
             self.wait_on(watcher, left)
 
-    def wait_on(self, watcher: Watcher, timeout: float) -> None:
+    def wait_on(self, watcher: Watcher, timeout: float | None) -> None:
         """`watcher.wait(timeout)` that a signal also ends (see `run`): on return to
         Python its handler runs."""
         also = [self.wakeup] if self.wakeup >= 0 else []

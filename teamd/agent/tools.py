@@ -16,11 +16,25 @@ import logging
 import os
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from teamd import actions, board, events, inbox, pidfile, requests, roster
+from teamd import (
+    actions,
+    board,
+    events,
+    files,
+    hooks,
+    inbox,
+    permissions,
+    pidfile,
+    requests,
+    roster,
+)
+from teamd import settings as settings_mod
+from teamd.agent.session import INTERRUPTED
 from teamd.agent.tools_files import (
     ToolError,
     check_command,
@@ -140,6 +154,9 @@ TOOL_SPECS: dict[str, dict[str, Any]] = {s["name"]: s for s in (
           "The answer arrives in your inbox.\n"
           "- `plan_approval_response` (lead only): answer a plan_approval_request with its "
           "`request_id`, `approve`, and `feedback` (required when rejecting).\n"
+          "- `permission_response` (lead only): answer a permission_request (a teammate's "
+          "tool call that waits for your go) with its `request_id` and `approve`; "
+          "`feedback` tells the teammate why when refusing.\n"
           "`summary` is an optional one-line gist for listings.",
           {"recipient": {"type": "string", "description": "Member name, `lead`, or \"*\" "
                                                           "for a broadcast."},
@@ -148,14 +165,16 @@ TOOL_SPECS: dict[str, dict[str, Any]] = {s["name"]: s for s in (
            # handler's refusal says so, which an enum failure could not.
            "type": {"type": "string",
                     "description": "message (default), broadcast, shutdown_response; "
-                                   "the lead also shutdown_request, plan_approval_response."},
-           "request_id": {"type": "string", "description": "For shutdown_response and "
-                                                           "plan_approval_response."},
-           "approve": {"type": "boolean", "description": "For shutdown_response and "
-                                                        "plan_approval_response."},
+                                   "the lead also shutdown_request, plan_approval_response, "
+                                   "permission_response."},
+           "request_id": {"type": "string", "description": "For shutdown_response, "
+                          "plan_approval_response and permission_response."},
+           "approve": {"type": "boolean", "description": "For shutdown_response, "
+                       "plan_approval_response and permission_response."},
            "reason": {"type": "string", "description": "Why (shutdown_request, or refusing "
                                                        "a shutdown)."},
-           "feedback": {"type": "string", "description": "For plan_approval_response."},
+           "feedback": {"type": "string", "description": "For plan_approval_response and "
+                                                        "permission_response."},
            "summary": {"type": "string", "description": "One line for listings (optional)."}},
           ["recipient", "content"]),
     _spec("SubmitPlan",
@@ -199,7 +218,8 @@ _KIND_TOOLS: dict[str, tuple[str, ...]] = {
 }
 _SEND_TYPES = {"teammate": ("message", "broadcast", "shutdown_response"),
                "lead": ("message", "broadcast", "shutdown_response", "shutdown_request",
-                        "plan_approval_response")}
+                        "plan_approval_response", "permission_response")}
+_ANSWERS = ("shutdown_response", "plan_approval_response", "permission_response")
 
 
 def tool_names(kind: str) -> list[str]:
@@ -303,6 +323,16 @@ class ToolResult:
     is_error: bool = False
 
 
+class Blocked(ToolError):
+    """A refusal whose text reaches the model as written, lines and all (a hook's reason,
+    a person's feedback): not squeezed onto one line like other tool errors. `reason` is
+    the hook's own words, without the line saying which hook blocked."""
+
+    def __init__(self, text: str, reason: str | None = None) -> None:
+        super().__init__(text)
+        self.reason = text if reason is None else reason
+
+
 class Toolbox:
     """Runs the tools of one member (`member` of `team`, of `kind`) against the workspace.
 
@@ -313,7 +343,8 @@ class Toolbox:
 
     def __init__(self, ws: Workspace, team: str, member: str, *, kind: str, cwd: Path,
                  bash_timeout: float, plan_mode_required: bool,
-                 joined_at: float | None = None) -> None:
+                 joined_at: float | None = None,
+                 waiter: Callable[[str], Json] | None = None) -> None:
         if kind not in KINDS:
             raise ValueError(f"unknown member kind {kind!r}; one of: {', '.join(KINDS)}")
         self.ws = ws
@@ -334,13 +365,37 @@ class Toolbox:
         self.names = frozenset(tool_names(kind))
         self.shutdown_approved = False
         self.shutdown_request_id: str | None = None
+        #: blocks until a permission request is answered, returns its record (the agent
+        #: loop's, which keeps taking in the inbox meanwhile); None: asks are refused
+        self.waiter = waiter
+        self.conf = settings_mod.load_or_keep(ws, settings_mod.Settings())
+        self._use_id: str | None = None
+
+    def settings(self) -> settings_mod.Settings:
+        """teamd.toml as it is now: rules and hooks apply from the next tool call."""
+        self.conf = settings_mod.load_or_keep(self.ws, self.conf)
+        return self.conf
+
+    def permission_record(self, tool_use_id: str) -> Json | None:
+        """The permission request this tool call opened, if it opened one."""
+        rid = permissions.request_id_for(self.team, self.member, tool_use_id)
+        try:
+            return files.read_json(self.ws.request(self.team, rid))
+        except TeamdError:
+            return None
 
     # -- entry point -----------------------------------------------------------------------
-    def run(self, name: str, tool_input: dict[str, Any]) -> ToolResult:
-        """Run one tool call; any failure becomes an error result. Emits `tool_call`."""
+    def run(self, name: str, tool_input: dict[str, Any],
+            tool_use_id: str | None = None) -> ToolResult:
+        """Run one tool call; any failure becomes an error result. Emits `tool_call`.
+        `tool_use_id` ties a permission request to the call (one request per call, found
+        again after a restart)."""
         started = time.monotonic()
+        self._use_id = tool_use_id
         try:
             result = self._dispatch(name, tool_input)
+        except Blocked as exc:
+            result = ToolResult(str(exc).strip() or "blocked", is_error=True)
         except (ToolError, TeamdError) as exc:
             result = ToolResult(_one_line(str(exc)), is_error=True)
         except Exception as exc:  # a tool error must never end the process
@@ -370,9 +425,66 @@ class Toolbox:
         args = validate_input(name, tool_input)
         if name in GATED:
             self._check_plan_gate()
+        approved = None
+        if name in permissions.RULED:
+            approved = self._permit(name, args)
+            self.run_hook("pre_tool_use", tool=name, tool_input=args)
+            if approved is not None and not requests.set_flag(
+                    self.ws, self.team, approved, "ran", when_status="approved")["changed"]:
+                # it ran before a restart (ran is set just before running): never twice
+                raise ToolError(INTERRUPTED)
         handler = getattr(self, f"_tool_{name}")
         out = handler(**args)
         return out if isinstance(out, ToolResult) else ToolResult(str(out))
+
+    # -- permissions and hooks (CONTRACT §11) ----------------------------------------------
+    def _permit(self, name: str, args: dict[str, Any]) -> str | None:
+        """Apply the rules to a ruled call: None to go ahead, the id of an approved
+        permission request (its `ran` is set just before the call runs), or ToolError.
+        A request this call opened before a restart is the truth, whatever the rules
+        say now: waited on again if pending, never run twice once approved."""
+        record = self.permission_record(self._use_id) if self._use_id else None
+        if record is None:
+            conf = self.settings()
+            verdict = permissions.decide(conf.permissions,
+                                         permissions.always_rules(self.ws, self.team),
+                                         name, args, self.cwd)
+            if verdict.action == "allow":
+                return None
+            argument = permissions.main_argument(name, args, self.cwd)
+            if verdict.action == "deny":
+                permissions.journal_denied(self.ws, self.team, self.member, name, argument,
+                                           verdict.rule)
+                raise ToolError(f'denied by rule "{verdict.rule}"')
+            if self.waiter is None:
+                raise ToolError(f'needs permission (rule "{verdict.rule}"), and nobody can '
+                                "be asked from here")
+            record = {"tool": name, "argument": argument, "rule": verdict.rule,
+                      "request_id": permissions.request_id_for(self.team, self.member,
+                                                               self._use_id)}
+        rid = record["request_id"]
+        if record.get("status", "pending") == "pending":
+            # the LLM lead's own asks go to the person beside it (CONTRACT §11)
+            recipient = "user" if self.kind == "lead" else LEAD
+            permissions.open_ask(self.ws, self.team, self.member, recipient, name, args,
+                                 record["argument"], record["rule"], rid)
+            assert self.waiter is not None
+            record = self.waiter(rid)
+        if record["status"] != "approved":
+            raise Blocked(permissions.refused_text(record))
+        return str(rid)
+
+    def run_hook(self, hook: str, **event: Any) -> None:
+        """Run the `[hooks]` command for `hook`, if one is set; Blocked on exit 2 (the
+        agent loop runs `teammate_idle` through here too)."""
+        conf = self.settings()
+        command = conf.hooks.get(hook)
+        if not command:
+            return
+        outcome = hooks.run(self.ws, self.team, self.member, self.cwd, hook, command,
+                            conf.hook_timeout, **event)
+        if outcome.blocked:
+            raise Blocked(outcome.message(), outcome.reason or "(the hook said nothing)")
 
     def _check_plan_gate(self) -> None:
         # Read from requests/ on every call: the gate survives restarts and opens the moment
@@ -414,6 +526,9 @@ class Toolbox:
         actions.require_team(self.ws, self.team, accepting=True)
         inbox.check_content(subject)
         inbox.check_content(description)
+        self.run_hook("task_created", task={"subject": subject, "description": description,
+                                             "blocked_by": blocked_by or [],
+                                             "created_by": self.member})
         task = board.create(self.ws, self.team, subject, description, blocked_by or (),
                             created_by=self.member)
         return f"created task {task_line(task)}"
@@ -448,6 +563,9 @@ class Toolbox:
             if claimed is None:
                 raise ToolError(self._why_not_claimable(task_id))
             return f"started {task_line(claimed)}"
+        if status == "completed" and task["status"] != "completed":
+            # the quality gate: a blocking hook leaves the task as it is (in_progress)
+            self.run_hook("task_completed", task=task)
         task = board.update(self.ws, self.team, task_id, status=status, owner=owner,
                             add_blocked_by=add_blocked_by, add_blocks=add_blocks,
                             actor=self.member)
@@ -481,10 +599,10 @@ class Toolbox:
             hint = " (submit plans with SubmitPlan)" if type == "plan_approval_request" else ""
             raise ToolError(f"a {self.kind} cannot send {type!r} messages; allowed: "
                             f"{', '.join(allowed)}{hint}")
-        answers = type in ("shutdown_response", "plan_approval_response")
+        answers = type in _ANSWERS
         if not answers and (request_id is not None or approve is not None):
-            raise ToolError("request_id and approve only apply to shutdown_response and "
-                            "plan_approval_response; leave them out of a " + type)
+            raise ToolError(f"request_id and approve only apply to {', '.join(_ANSWERS)}; "
+                            "leave them out of a " + type)
         if answers and (not request_id or approve is None):
             raise ToolError(f"{type} needs the request_id of the request it answers and "
                             "approve (true or false)")
@@ -507,6 +625,9 @@ class Toolbox:
         if type == "plan_approval_response":
             assert request_id is not None and approve is not None
             return self._answer_plan(recipient, content, request_id, approve, feedback)
+        if type == "permission_response":
+            assert request_id is not None and approve is not None
+            return self._answer_permission(recipient, content, request_id, approve, feedback)
         if type == "shutdown_response":
             assert request_id is not None and approve is not None
             if not approve and not (reason or content.strip()):
@@ -555,6 +676,27 @@ class Toolbox:
             if status != "pending":
                 self._pending_plan = None
         return self._pending_plan
+
+    def _answer_permission(self, recipient: str, content: str, request_id: str, approve: bool,
+                           feedback: str | None) -> str:
+        record = requests.get(self.ws, self.team, request_id)
+        if record["kind"] != "permission":
+            raise ToolError(f"request {request_id!r} is a {record['kind']} request, not a "
+                            "permission request")
+        if record["recipient"] != self.member:
+            raise ToolError(f"permission request {request_id!r} was sent to "
+                            f"{record['recipient']}; only they answer it")
+        if recipient not in (record["sender"], "*"):
+            raise ToolError(f"permission request {request_id!r} came from {record['sender']}, "
+                            f"not {recipient}; answer it to {record['sender']}")
+        text = feedback if feedback is not None else (content.strip() or None)
+        if not approve and not text:
+            raise ToolError("refusing a permission needs feedback saying why (or what to do "
+                            "instead)")
+        actions.answer_request(self.ws, self.team, request_id, approve, feedback=text)
+        verdict = "approved" if approve else "refused"
+        return (f"{permissions.describe(record)} {verdict} for {record['sender']} "
+                f"(request {request_id}); they were told")
 
     def _tool_SubmitPlan(self, plan: str) -> str:
         pending = self.plan_pending()

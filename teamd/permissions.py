@@ -1,0 +1,254 @@
+"""Permission rules (CONTRACT.md §11): parsing `Tool` / `Tool(glob)`, deciding a call, the
+team's "always" answers in `.teams/{team}/permissions.json`, and opening an ask.
+
+A rule is an `fnmatch` glob over a tool's main argument: the command of `bash` (surrounding
+whitespace trimmed), the path of a file tool made relative to the member's cwd and
+normalised. The first match in the order deny → always → ask → allow decides, else the
+`default`. Nothing here runs a tool or waits: the toolbox asks, the agent loop waits.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import hashlib
+import logging
+import os
+import re
+import secrets
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from teamd import events, files, inbox, requests
+from teamd.errors import BadInput
+from teamd.files import Json
+from teamd.layout import Workspace
+
+log = logging.getLogger(__name__)
+
+#: the only tools rules apply to, and the input that is each one's main argument
+RULED = {"bash": "command", "read_file": "path", "write_file": "path", "edit_file": "path"}
+ACTIONS = ("allow", "ask", "deny")
+#: how much of the main argument a permission_request message carries (the record has all)
+ARG_SHOWN = 4096
+_RULE_RE = re.compile(r"(?P<tool>[A-Za-z_][A-Za-z0-9_]*)(?:\((?P<pattern>.*)\))?", re.DOTALL)
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One rule as written (`text`), and what it means: a tool and a glob, or any input."""
+
+    text: str
+    tool: str
+    pattern: str | None
+
+    def matches(self, tool: str, arguments: tuple[str, ...]) -> bool:
+        if tool != self.tool:
+            return False
+        if self.pattern is None:
+            return True
+        return any(fnmatch.fnmatchcase(a, self.pattern) for a in arguments)
+
+
+@dataclass(frozen=True)
+class Permissions:
+    """The `[permissions]` table of teamd.toml."""
+
+    default: str = "allow"
+    allow: tuple[Rule, ...] = ()
+    ask: tuple[Rule, ...] = ()
+    deny: tuple[Rule, ...] = ()
+
+    def as_toml_table(self) -> dict[str, Any]:
+        return {"default": self.default, **{k: [r.text for r in getattr(self, k)]
+                                            for k in ("allow", "ask", "deny")}}
+
+
+@dataclass(frozen=True)
+class Verdict:
+    action: str  # allow | ask | deny
+    rule: str  # the rule's text, "always: …" for the team's answers, or "default"
+
+
+def parse_rule(text: Any) -> Rule:
+    """`Tool` or `Tool(glob)` over a ruled tool; BadInput naming the rule otherwise."""
+    if not isinstance(text, str):
+        raise BadInput(f"rule {text!r} is not text")
+    found = _RULE_RE.fullmatch(text.strip())
+    if found is None:
+        raise BadInput(f'bad rule "{text}": write Tool or Tool(pattern), e.g. "bash(git push*)"')
+    tool, pattern = found["tool"], found["pattern"]
+    if tool not in RULED:
+        raise BadInput(f'bad rule "{text}": {tool!r} is not a ruled tool; only '
+                       f"{', '.join(RULED)} are")
+    if pattern is not None and not pattern.strip():
+        raise BadInput(f'bad rule "{text}": the pattern is empty (write "{tool}" for any input)')
+    return Rule(text.strip(), tool, pattern)
+
+
+def parse_table(table: Any, where: str) -> Permissions:
+    """The `[permissions]` table; BadInput naming the key or the rule that is wrong."""
+    import difflib
+
+    if not isinstance(table, dict):
+        raise BadInput(f"{where}: [permissions] must be a table")
+    keys = ("default", *ACTIONS)
+    for key in table:
+        if key not in keys:
+            close = difflib.get_close_matches(str(key), keys, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise BadInput(f"{where}: unknown key {key!r} in [permissions]{hint}")
+    default = table.get("default", "allow")
+    if default not in ACTIONS:
+        raise BadInput(f"{where}: [permissions] default must be one of {', '.join(ACTIONS)}, "
+                       f"got {default!r}")
+    lists: dict[str, tuple[Rule, ...]] = {}
+    for key in ACTIONS:
+        rules = table.get(key, [])
+        if not isinstance(rules, list):
+            raise BadInput(f"{where}: [permissions] {key} must be a list of rules")
+        try:
+            lists[key] = tuple(parse_rule(r) for r in rules)
+        except BadInput as exc:
+            raise BadInput(f"{where}: [permissions] {key}: {exc}") from None
+    return Permissions(default=default, **lists)
+
+
+# -- deciding ----------------------------------------------------------------------------
+def main_argument(tool: str, tool_input: Json, cwd: Path) -> str:
+    """What rules match and what the lead is shown: the trimmed command, or the path
+    relative to `cwd`, normalised (`./a/../.git/config` is `.git/config`)."""
+    raw = tool_input.get(RULED[tool])
+    if not isinstance(raw, str):
+        return ""
+    if tool == "bash":
+        return raw.strip()
+    path = os.path.expanduser(raw) if raw.startswith("~") else raw
+    return os.path.relpath(os.path.normpath(os.path.join(cwd, path)), os.path.normpath(cwd))
+
+
+def _arguments(tool: str, tool_input: Json, cwd: Path) -> tuple[str, ...]:
+    """The argument, and for a file tool also the path with every symlink resolved: a rule
+    on `.git/*` must not be walked around through a link that points into `.git`."""
+    shown = main_argument(tool, tool_input, cwd)
+    if tool == "bash" or not shown:
+        return (shown,)
+    try:
+        real_cwd = os.path.realpath(cwd)
+        resolved = os.path.relpath(os.path.realpath(os.path.join(real_cwd, shown)), real_cwd)
+    except (OSError, ValueError):  # a NUL in the path: the tool itself refuses it
+        return (shown,)
+    return (shown,) if resolved == shown else (shown, resolved)
+
+
+def decide(perms: Permissions, always: tuple[Rule, ...], tool: str, tool_input: Json,
+           cwd: Path) -> Verdict:
+    """deny → the team's always rules → ask → allow → default. Unruled tools are allowed."""
+    if tool not in RULED:
+        return Verdict("allow", "")
+    arguments = _arguments(tool, tool_input, cwd)
+    for action, rules in (("deny", perms.deny), ("allow", always), ("ask", perms.ask),
+                          ("allow", perms.allow)):
+        for rule in rules:
+            if rule.matches(tool, arguments):
+                return Verdict(action, rule.text)
+    return Verdict(perms.default, "default")
+
+
+def escape(argument: str) -> str:
+    """`argument` as a glob that matches only itself: `*?[` become `[*]`, `[?]`, `[[]`."""
+    return "".join(f"[{c}]" if c in "*?[" else c for c in argument)
+
+
+# -- the team's "always" answers ---------------------------------------------------------
+def always_path(ws: Workspace, team: str) -> Path:
+    return ws.team_dir(team) / "permissions.json"
+
+
+def always_rules(ws: Workspace, team: str) -> tuple[Rule, ...]:
+    """The allow rules `teamctl approve --always` added; a bad entry is skipped and logged
+    (the file is ours, but a person may edit it: one typo must not stop every tool)."""
+    try:
+        doc = files.read_json(always_path(ws, team))
+    except Exception as exc:
+        log.warning("%s; ignoring the team's always rules", exc)
+        return ()
+    out = []
+    for text in (doc or {}).get("allow", []):
+        try:
+            out.append(parse_rule(text))
+        except BadInput as exc:
+            log.warning("%s: %s", always_path(ws, team), exc)
+    return tuple(out)
+
+
+def add_always(ws: Workspace, team: str, tool: str, argument: str) -> str:
+    """Add `Tool(exact argument)` to the team's permissions.json; returns the rule."""
+    rule = f"{tool}({escape(argument)})"
+    parse_rule(rule)
+    path = always_path(ws, team)
+    with files.lock(path):
+        doc = files.read_json(path) or {"schema": 1, "allow": []}
+        if rule not in doc.setdefault("allow", []):
+            doc["allow"].append(rule)
+            files.write_json(path, doc)
+    return rule
+
+
+# -- asking ------------------------------------------------------------------------------
+def request_id_for(team: str, member: str, tool_use_id: str | None) -> str:
+    """One request per tool call: the id comes from the call's id, so a member restarted
+    while waiting finds the same record again instead of asking twice."""
+    if not tool_use_id:
+        return f"perm-{secrets.token_hex(5)}"
+    digest = hashlib.sha256(f"{team}/{member}/{tool_use_id}".encode()).hexdigest()
+    return f"perm-{digest[:10]}"
+
+
+def describe(record: Json) -> str:
+    """`bash: git push origin main` — one line for listings."""
+    return f"{record.get('tool')}: {_shorten(' '.join((record.get('argument') or '').split()))}"
+
+
+def open_ask(ws: Workspace, team: str, member: str, recipient: str, tool: str,
+             tool_input: Json, argument: str, rule: str, request_id: str) -> Json:
+    """Open the permission request record (if it is not there yet) and make sure the ask
+    reached `recipient`: the record's `asked` flag is set only once the message is in,
+    so a crash between the two re-sends it (same message id: shown once)."""
+    path = ws.request(team, request_id)
+    record = files.read_json(path)
+    if record is None:
+        record = requests.open_request(ws, team, "permission", member, recipient,
+                                       request_id=request_id, tool=tool, tool_input=tool_input,
+                                       rule=rule, argument=argument)
+    if record.get("asked") or record["status"] != "pending":
+        return record
+    cut = argument if len(argument.encode()) <= ARG_SHOWN else \
+        argument.encode()[:ARG_SHOWN].decode("utf-8", "ignore")
+    content = (f"{member} asks to run {tool}: {cut}\n"
+               f'(rule "{rule}", request {request_id}) Answer with SendMessage type '
+               f'permission_response, request_id "{request_id}", approve true or false '
+               f"(feedback says why when refusing); or: teamctl approve {team} {request_id} "
+               f'[--always] / teamctl reject {team} {request_id} --feedback "…"')
+    msg = inbox.make("permission_request", member, recipient, content,
+                     request_id=request_id, tool=tool, input=cut, rule=rule)
+    msg["id"] = f"{request_id}-ask"
+    inbox.deliver(ws, team, [msg])
+    events.emit(ws, team, "permission_asked", member=member, tool=tool,
+                input=_shorten(argument), rule=rule, request_id=request_id)
+    return requests.set_flag(ws, team, request_id, "asked")
+
+
+def _shorten(text: str, limit: int = 200) -> str:
+    return text if len(text) <= limit else text[:limit] + f"… ({len(text)} chars)"
+
+
+def journal_denied(ws: Workspace, team: str, member: str, tool: str, argument: str,
+                   rule: str) -> None:
+    events.emit(ws, team, "tool_denied", member=member, tool=tool, input=_shorten(argument),
+                rule=rule)
+
+
+def refused_text(record: Json) -> str:
+    return f"permission refused: {record.get('feedback') or record.get('reason') or 'no reason'}"
+

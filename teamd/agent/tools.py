@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from teamd import actions, board, events, inbox, pidfile, requests, roster
+from teamd import actions, board, events, inbox, requests, roster
 from teamd.agent.tools_files import (
     ToolError,
     check_command,

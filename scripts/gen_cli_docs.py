@@ -14,9 +14,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 DOC = REPO / "docs" / "cli.md"
 COMMANDS = [[], ["init"], ["create"], ["spawn"], ["send"], ["broadcast"], ["inbox"],
-            ["shutdown"], ["stop"], ["restart"], ["approve"], ["reject"], ["requests"],
-            ["task"], ["task", "add"], ["task", "list"], ["task", "show"], ["task", "update"],
-            ["status"], ["logs"], ["delete"], ["demo"]]
+            ["shutdown"], ["stop"], ["restart"], ["up"], ["down"], ["remove"], ["approve"],
+            ["reject"], ["requests"], ["task"], ["task", "add"], ["task", "list"],
+            ["task", "show"], ["task", "update"], ["status"], ["logs"], ["transcript"],
+            ["attach"], ["delete"], ["demo"]]
 
 
 def help_of(argv: list[str]) -> str:

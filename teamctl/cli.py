@@ -1004,8 +1004,8 @@ def delete(team: TeamArg,
         why = f"rejected the shutdown: {', '.join(rejected)}" if rejected else \
             f"timed out after {timeout:g}s" if not done else "not removed"
         raise TeamdError(f"team {team} is not deleted: {why}; "
-                         f"{_delete_pending(w, team, opened)} (it stays `deleting`: "
-                         f"`teamctl delete {team} --force` stops everyone)")
+                         f"{_still_pending(w, team, opened)}; it stays `deleting` "
+                         f"(`teamctl delete {team} --force` stops everyone)")
     archives = w.archives(team)
     kept = f"; its journal and transcripts are in {archives[-1]}" \
         if archives and not purge else ""

@@ -313,7 +313,10 @@ def inbox_cmd(
                 if not msgs and not as_json:
                     print(f"{name}'s inbox is empty", file=sys.stderr)
                 return
-            watcher.wait(None)
+            try:
+                watcher.wait(None)
+            except KeyboardInterrupt:
+                return  # Ctrl-C ends a follow: exit 0 (a wait would be 130)
 
 
 # -- protocols ---------------------------------------------------------------------------
@@ -463,10 +466,25 @@ def up(team: TeamArg) -> None:
         print("note: no supervisor is running; they start with `teamd run`", file=sys.stderr)
 
 
+def _statuses(w: Workspace, team: str, opened: list[Json]) -> list[Json]:
+    """The requests as they are now; none once the team's folder is gone (deleted)."""
+    try:
+        return [requests.get(w, team, r["request_id"]) for r in opened]
+    except (BadInput, OSError):
+        if actions.team_gone(w, team):
+            return []
+        raise
+
+
 def _still_pending(w: Workspace, team: str, opened: list[Json]) -> str:
-    up_now = actions.still_up(w, team)
-    waiting = [f"{r['recipient']} (request {r['request_id']} pending)" for r in opened
-               if requests.get(w, team, r["request_id"])["status"] == "pending"]
+    try:
+        up_now = actions.still_up(w, team)
+    except BadInput:
+        if actions.team_gone(w, team):
+            return f"team {team} is gone"
+        raise
+    waiting = [f"{r['recipient']} (request {r['request_id']} pending)"
+               for r in _statuses(w, team, opened) if r["status"] == "pending"]
     parts = []
     if up_now:
         parts.append(f"still up: {', '.join(up_now)}")
@@ -477,8 +495,7 @@ def _still_pending(w: Workspace, team: str, opened: list[Json]) -> str:
 
 def _rejections(w: Workspace, team: str, opened: list[Json]) -> list[str]:
     out = []
-    for r in opened:
-        record = requests.get(w, team, r["request_id"])
+    for record in _statuses(w, team, opened):
         if record["status"] == "rejected":
             out.append(f"{record['recipient']} ({record.get('reason') or 'no reason'})")
     return out

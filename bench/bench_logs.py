@@ -66,13 +66,15 @@ def main() -> int:
     try:
         ws = Workspace.at(folder)
         actions.create_team(ws, TEAM)
+        for name in ("alice", "bob", "carol"):
+            actions.spawn(ws, TEAM, name, "work")
         size = fill(ws, args.mb)
         print(f"journal: {size / 1e6:.0f} MB")
         for label, extra in (("-n 100", ["-n", "100"]),
                              ("-n 100 alice", ["-n", "100", "alice"]),
                              ("whole journal", [])):
             wall, peak = measure(ws, *extra)
-            print(f"teamctl logs {label:14} {wall:6.2f} s   peak {peak:6.1f} MB")
+            print(f"teamctl logs {label:14} {wall:6.2f} s   peak {peak:6.1f} MB", flush=True)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
     return 0

@@ -14,9 +14,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 DOC = REPO / "docs" / "cli.md"
 COMMANDS = [[], ["init"], ["create"], ["spawn"], ["send"], ["broadcast"], ["inbox"],
-            ["shutdown"], ["stop"], ["restart"], ["approve"], ["reject"], ["requests"],
-            ["task"], ["task", "add"], ["task", "list"], ["task", "show"], ["task", "update"],
-            ["status"], ["board"], ["logs"], ["delete"], ["demo"]]
+            ["shutdown"], ["stop"], ["restart"], ["up"], ["down"], ["remove"], ["approve"],
+            ["reject"], ["requests"], ["task"], ["task", "add"], ["task", "list"],
+            ["task", "show"], ["task", "update"], ["status"], ["board"], ["logs"], ["transcript"],
+            ["attach"], ["delete"], ["demo"]]
 
 
 def help_of(argv: list[str]) -> str:
@@ -34,7 +35,7 @@ def render() -> str:
     for cmd in COMMANDS:
         title = " ".join(["teamctl", *cmd])
         parts += [f"## {title}", "", "```", help_of(teamctl + cmd).replace(
-            f"Usage: python -m teamctl.cli", "Usage: teamctl"), "```", ""]
+            "Usage: python -m teamctl.cli", "Usage: teamctl"), "```", ""]
     parts += ["## teamd run", "", "```",
               help_of([sys.executable, "-m", "teamd", "run"]).replace(
                   "usage: __main__.py", "usage: teamd"), "```", ""]

@@ -9,41 +9,109 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
 from teamctl import output
 from teamd import actions, board, events, files, inbox, pidfile, requests, roster, settings
-from teamd.errors import BadInput, TeamdError
+from teamd.errors import BadInput, Interrupted, TeamdError
 from teamd.files import Json
-from teamd.layout import LEAD, Workspace
+from teamd.layout import LEAD, SUPERVISOR, Workspace, validate_member_name
 from teamd.permissions import describe
 
+HELP_OPTIONS = {"help_option_names": ["-h", "--help"]}
 app = typer.Typer(
     name="teamctl",
     help="Control a team of Claude agents supervised by `teamd run`.\n\n"
     "Every command acts by writing files under the workspace root (.teams/ and .tasks/); "
     "the supervisor and the teammates react. Exit codes: 0 ok, 2 bad input or unknown "
-    "team/member/task/request, 1 anything else.",
+    "team/member/task/request, 1 anything else, 130 a wait interrupted by Ctrl-C.\n\n"
+    "\b\nStart here:\n  teamctl init && teamctl create shop\n"
+    "  teamctl spawn shop alice --prompt 'Handle the backend tasks'\n"
+    "  teamd run &   # the supervisor\n  teamctl status",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
+    context_settings=HELP_OPTIONS,
 )
-task_app = typer.Typer(help="The shared task board.", no_args_is_help=True,
-                       rich_markup_mode=None)
+task_app = typer.Typer(help="The shared task board.\n\n\b\nExample:\n"
+                       "  teamctl task add shop 'Write the login page' --owner alice",
+                       no_args_is_help=True, rich_markup_mode=None,
+                       context_settings=HELP_OPTIONS)
 app.add_typer(task_app, name="task")
 
 _state: dict[str, Workspace] = {}
 
+
+# -- completion: names from the workspace's files ------------------------------------------
+def _completion_ws(ctx: typer.Context) -> Workspace:
+    root = ctx.find_root().params.get("root")
+    return Workspace.at(root)
+
+
+def _complete_team(ctx: typer.Context, incomplete: str) -> list[str]:
+    try:
+        return [t for t in _completion_ws(ctx).team_names() if t.startswith(incomplete)]
+    except (OSError, TeamdError):
+        return []
+
+
+def _complete_member(ctx: typer.Context, incomplete: str) -> list[str]:
+    try:
+        config = roster.load(_completion_ws(ctx), str(ctx.params.get("team")))
+    except (OSError, TeamdError, ValueError):
+        return []
+    done = set(ctx.params.get("names") or [])
+    return [n for n in roster.names(config) if n.startswith(incomplete) and n not in done]
+
+
+def _complete_task(ctx: typer.Context, incomplete: str) -> list[tuple[str, str]]:
+    try:
+        tasks = board.list_tasks(_completion_ws(ctx), str(ctx.params.get("team")))
+    except (OSError, TeamdError, ValueError):
+        return []
+    return [(str(t["id"]), output.short(t["subject"], 40)) for t in tasks
+            if str(t["id"]).startswith(incomplete)]
+
+
+def _complete_request(ctx: typer.Context, incomplete: str) -> list[tuple[str, str]]:
+    try:
+        records = requests.list_requests(_completion_ws(ctx), str(ctx.params.get("team")),
+                                         pending_only=True)
+    except (OSError, TeamdError, ValueError):
+        return []
+    return [(r["request_id"], f"{r['kind']} from {r['sender']}") for r in records
+            if r["request_id"].startswith(incomplete)]
+
+
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON for scripts and jq.")]
-TeamArg = Annotated[str, typer.Argument(help="Team name.", show_default=False)]
-NameArg = Annotated[str, typer.Argument(help="Member name.", show_default=False)]
+TeamArg = Annotated[str, typer.Argument(help="Team name.", show_default=False,
+                                        autocompletion=_complete_team)]
+NameArg = Annotated[str, typer.Argument(help="Member name.", show_default=False,
+                                        autocompletion=_complete_member)]
+TimeoutOpt = Annotated[float, typer.Option("--timeout", metavar="S",
+                                           help="Seconds to wait at most.")]
+TaskIdArg = Annotated[int, typer.Argument(help="Task id.", autocompletion=_complete_task)]
+RequestArg = Annotated[str, typer.Argument(help="The plan request id.",
+                                           autocompletion=_complete_request)]
+WAIT_DEFAULT = 120.0  # every wait's --timeout (CONTRACT §9)
 
 
 def ws() -> Workspace:
     return _state.get("ws") or Workspace.at()
+
+
+def _version(value: bool) -> None:
+    if value:
+        from importlib.metadata import version
+
+        print(f"teamctl {version('teamd')}")
+        raise typer.Exit()
 
 
 @app.callback()
@@ -51,6 +119,9 @@ def main_options(
     root: Annotated[str | None, typer.Option(
         "--root", metavar="DIR",
         help="Workspace root (default: $TEAMD_ROOT, else the current directory).")] = None,
+    version: Annotated[bool, typer.Option(
+        "--version", is_eager=True, callback=_version, help="Print the version and exit.")
+    ] = False,
 ) -> None:
     _state["ws"] = Workspace.at(root)
 
@@ -60,7 +131,13 @@ def main_options(
 def init(force: Annotated[bool, typer.Option("--force", help="Overwrite an existing file.")
                                               ] = False,
          ) -> None:
-    """Write teamd.toml with every setting at its default."""
+    """Write teamd.toml with every setting at its default (exit 2 if it exists, unless
+    --force).
+
+    \b
+    Example:
+      teamctl init && $EDITOR teamd.toml
+    """
     path = settings.write_defaults(ws(), force=force)
     print(f"wrote {path}")
 
@@ -69,7 +146,12 @@ def init(force: Annotated[bool, typer.Option("--force", help="Overwrite an exist
 def create(team: TeamArg,
            description: Annotated[str, typer.Option(help="What the team is for.")] = "",
            as_json: JsonOpt = False) -> None:
-    """Create a team: its roster, inbox folder and task board."""
+    """Create a team: its roster, inbox folder and task board.
+
+    \b
+    Example:
+      teamctl create shop --description 'the online shop'
+    """
     config = actions.create_team(ws(), team, description)
     if as_json:
         output.emit_json(config)
@@ -91,7 +173,12 @@ def spawn(
                     ] = False,
     as_json: JsonOpt = False,
 ) -> None:
-    """Add a member with desired=running; the supervisor forks its process."""
+    """Add a member with desired=running; the supervisor forks its process.
+
+    \b
+    Example:
+      teamctl spawn shop alice --prompt 'Handle the backend tasks' --role backend
+    """
     member = actions.spawn(ws(), team, name, prompt, role=role, model=model,
                            plan_mode=plan_mode, cwd=cwd, lead=lead)
     if as_json:
@@ -131,7 +218,12 @@ def send(
     summary: Annotated[str | None, typer.Option(help="One line for listings.")] = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Append a message to a member's inbox (or the lead's)."""
+    """Append a message to a member's inbox (or the lead's).
+
+    \b
+    Example:
+      teamctl send shop alice 'Finish the login page first'
+    """
     msg = actions.send(ws(), team, name, _read_content(content), type_=type_, sender=sender,
                        request_id=request_id, approve=approve, reason=reason,
                        feedback=feedback, summary=summary)
@@ -157,7 +249,12 @@ def broadcast(team: TeamArg,
                                                      show_default=False)],
               sender: Annotated[str, typer.Option(help="Who sends it.")] = LEAD,
               as_json: JsonOpt = False) -> None:
-    """Send one message to every running member and the lead, except the sender."""
+    """Send one message to every running member and the lead, except the sender.
+
+    \b
+    Example:
+      teamctl broadcast shop 'Code freeze at 17:00'
+    """
     copies = actions.broadcast(ws(), team, _read_content(content), sender=sender)
     if as_json:
         output.emit_json(copies)
@@ -194,7 +291,12 @@ def inbox_cmd(
                        ] = False,
 ) -> None:
     """Show an inbox. The lead's is drained (printed, then cleared; history stays in
-    events.jsonl) unless an LLM lead is running; any other inbox is only peeked at."""
+    events.jsonl) unless an LLM lead is running; any other inbox is only peeked at.
+
+    \b
+    Example:
+      teamctl inbox shop --follow
+    """
     w = ws()
     config = actions.require_team(w, team)
     if name != LEAD:
@@ -221,16 +323,48 @@ def inbox_cmd(
                 if not msgs and not as_json:
                     print(f"{name}'s inbox is empty", file=sys.stderr)
                 return
-            watcher.wait(None)
+            try:
+                watcher.wait(None)
+            except KeyboardInterrupt:
+                return  # Ctrl-C ends a follow: exit 0 (a wait would be 130)
 
 
 # -- protocols ---------------------------------------------------------------------------
-def _wait(w: Workspace, team: str, timeout: float, done: Any) -> Any:
-    """Wait until `done()` is truthy: woken by inotify on the team's files, re-checked
-    at least twice a second since a process exit touches no file."""
+def _wait(w: Workspace, team: str, timeout: float, done: Callable[[], Any],
+          pending: Callable[[], str], announce: str | None = None) -> Any:
+    """Wait until `done()` is truthy (woken by inotify on the team's files, re-checked at
+    least twice a second since a process exit touches no file); falsy at the deadline.
+    Ctrl-C ends it with Interrupted (exit 130) and `pending()`: what is still to happen.
+    `announce` is printed first, already under that Ctrl-C handling."""
     from teamd.watch import wait_for
 
-    return wait_for([w.team_dir(team), w.requests_dir(team)], done, timeout)
+    with _interruptible(pending):
+        if announce:
+            print(announce, flush=True)
+        return wait_for([w.team_dir(team), w.requests_dir(team)], done, timeout)
+
+
+@contextmanager
+def _interruptible(pending: Callable[[], str]) -> Iterator[None]:
+    """Turn Ctrl-C into one line saying what is still pending, and exit 130."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        try:
+            what = pending()
+        except (OSError, TeamdError) as exc:
+            what = f"could not tell what is pending ({exc})"
+        raise Interrupted(f"interrupted: {what}") from None
+
+
+def _request_state(w: Workspace, team: str, rid: str, name: str) -> str:
+    """What a shutdown request is waiting for, in words."""
+    record = requests.get(w, team, rid)
+    if record["status"] == "pending":
+        return f"{name} has not answered shutdown request {rid} yet (it stays pending)"
+    if record["status"] == "approved":
+        return f"{name} approved shutdown request {rid} but is still running"
+    return f"{name} rejected shutdown request {rid}"
 
 
 @app.command()
@@ -239,31 +373,40 @@ def shutdown(
     reason: Annotated[str, typer.Option(help="Why; the member sees it.")] = "",
     wait: Annotated[bool, typer.Option("--wait", help="Wait for the answer and the exit.")
                     ] = False,
-    timeout: Annotated[float, typer.Option(help="Seconds to wait with --wait.")] = 60.0,
+    timeout: TimeoutOpt = WAIT_DEFAULT,
 ) -> None:
     """Ask a member to shut down (the handshake). A member with no process is answered for
-    at once. With --wait: exit 0 when approved and gone, 1 when rejected or timed out."""
+    at once. With --wait: exit 0 when approved and gone, 1 when rejected or timed out, 130
+    on Ctrl-C (the request stays pending).
+
+    \b
+    Example:
+      teamctl shutdown shop alice --reason 'done for today' --wait && teamctl delete shop
+    """
     w = ws()
     result = actions.shutdown(w, team, name, reason=reason)
     rid = result["request"]["request_id"]
     if result["answered"]:
         print(f"{name} was not running: shut down (request {rid})")
         return
-    print(f"asked {name} to shut down (request {rid})")
+    asked = f"asked {name} to shut down (request {rid})"
     if not wait:
+        print(asked)
         return
+
     def settled() -> Json | None:
         record = requests.get(w, team, rid)
         if record["status"] == "rejected":
             return record
         if record["status"] == "approved":
-            member = roster.get(roster.load(w, team), name)
-            return None if roster.is_live(member) else record
+            return None if actions.still_up(w, team, [name]) else record
         return None
 
-    record = _wait(w, team, timeout, settled)
+    record = _wait(w, team, timeout, settled, lambda: _request_state(w, team, rid, name),
+                   announce=asked)
     if record is None:
-        raise TeamdError(f"timed out after {timeout:g}s waiting for {name} to shut down")
+        raise TeamdError(f"timed out after {timeout:g}s: "
+                         f"{_request_state(w, team, rid, name)}")
     if record["status"] == "rejected":
         raise TeamdError(f"{name} rejected the shutdown: {record.get('reason') or 'no reason'}")
     print(f"{name} shut down")
@@ -273,10 +416,14 @@ def shutdown(
 def stop(team: TeamArg, name: NameArg,
          force: Annotated[bool, typer.Option("--force", help="Required: skip the handshake.")
                           ] = False,
-         timeout: Annotated[float | None, typer.Option(
-             help="Seconds to wait (default: stop_timeout + 5).")] = None) -> None:
+         timeout: TimeoutOpt = WAIT_DEFAULT) -> None:
     """Stop a member for good without asking it: desired=stopped, then SIGTERM and, after
-    stop_timeout, SIGKILL (sent by the supervisor). Waits until it is gone."""
+    stop_timeout, SIGKILL (sent by the supervisor). Waits until it is gone.
+
+    \b
+    Example:
+      teamctl stop shop alice --force
+    """
     if not force:
         raise BadInput("stop needs --force (to ask the member nicely, use `teamctl shutdown`)")
     w = ws()
@@ -284,27 +431,168 @@ def stop(team: TeamArg, name: NameArg,
     if member["status"] == "shutdown":
         print(f"{name} stopped")
         return
-    wait_for = timeout if timeout is not None else settings.load(w).stop_timeout + 5
-    gone = _wait(w, team, wait_for,
-                 lambda: not roster.is_live(roster.get(roster.load(w, team), name)))
+    still = f"{name} is still running (desired=stopped: the supervisor stops it)"
+    gone = _wait(w, team, timeout, lambda: not actions.still_up(w, team, [name]),
+                 lambda: still, announce=f"stopping {name} (waiting for it to exit)")
     if not gone:
-        raise TeamdError(f"{name} is still running after {wait_for:g}s")
+        raise TeamdError(f"{name} is still running after {timeout:g}s")
     print(f"{name} stopped")
 
 
 @app.command()
-def restart(team: TeamArg, name: NameArg) -> None:
-    """Stop the member if running, clear failed/backoff, and start it again."""
-    actions.restart(ws(), team, name)
-    print(f"restart of {name} requested")
+def restart(team: TeamArg,
+            name: Annotated[str | None, typer.Argument(
+                help="Member name (default: every member).", show_default=False,
+                autocompletion=_complete_member)] = None) -> None:
+    """Stop the member (every member without NAME) if running, clear failed/backoff, and
+    start it again.
+
+    \b
+    Example:
+      teamctl restart shop alice
+    """
+    if name is None:
+        names = actions.restart_all(ws(), team)
+        print(f"restart of {', '.join(names) or 'nobody'} requested")
+    else:
+        actions.restart(ws(), team, name)
+        print(f"restart of {name} requested")
     if pidfile.running(ws()) is None:
         print("note: no supervisor is running; it will start with `teamd run`", file=sys.stderr)
 
 
 @app.command()
+def up(team: TeamArg) -> None:
+    """Start every member that is stopped (desired=stopped, shut down or failed), like
+    `docker compose up`.
+
+    \b
+    Example:
+      teamctl up shop
+    """
+    names = actions.restart_all(ws(), team, only_stopped=True)
+    print(f"starting {', '.join(names)}" if names else "every member is already up")
+    if names and pidfile.running(ws()) is None:
+        print("note: no supervisor is running; they start with `teamd run`", file=sys.stderr)
+
+
+def _statuses(w: Workspace, team: str, opened: list[Json]) -> list[Json]:
+    """The requests as they are now; none once the team's folder is gone (deleted)."""
+    try:
+        return [requests.get(w, team, r["request_id"]) for r in opened]
+    except (BadInput, OSError):
+        if actions.team_gone(w, team):
+            return []
+        raise
+
+
+def _still_pending(w: Workspace, team: str, opened: list[Json]) -> str:
+    try:
+        up_now = actions.still_up(w, team)
+    except BadInput:
+        if actions.team_gone(w, team):
+            return f"team {team} is gone"
+        raise
+    waiting = [f"{r['recipient']} (request {r['request_id']} pending)"
+               for r in _statuses(w, team, opened) if r["status"] == "pending"]
+    parts = []
+    if up_now:
+        parts.append(f"still up: {', '.join(up_now)}")
+    if waiting:
+        parts.append(f"not answered: {', '.join(waiting)}")
+    return "; ".join(parts) or "nothing (every member is down)"
+
+
+def _rejections(w: Workspace, team: str, opened: list[Json]) -> list[str]:
+    out = []
+    for record in _statuses(w, team, opened):
+        if record["status"] == "rejected":
+            out.append(f"{record['recipient']} ({record.get('reason') or 'no reason'})")
+    return out
+
+
+@app.command()
+def down(team: TeamArg,
+         force: Annotated[bool, typer.Option("--force", help="No handshake: stop everyone.")
+                          ] = False,
+         wait: Annotated[bool, typer.Option("--wait", help="Wait until every member is down.")
+                         ] = False,
+         timeout: TimeoutOpt = WAIT_DEFAULT) -> None:
+    """Shut every member down with the handshake (or --force), keeping the team, like
+    `docker compose down` without the removal. `teamctl up` starts them again.
+
+    \b
+    Example:
+      teamctl down shop --wait
+    """
+    w = ws()
+    done = actions.down(w, team, force=force)
+    opened = done["requests"]
+    said = (f"asked {', '.join(r['recipient'] for r in opened) or 'nobody'} to shut down"
+            + (f"; stopping {', '.join(done['stopped'])}" if done["stopped"] else "")
+            + (f"; {', '.join(done['answered'])} shut down (not running)"
+               if done["answered"] else ""))
+    if not wait:
+        print(said)
+        return
+
+    def settled() -> bool:
+        return bool(_rejections(w, team, opened)) or not actions.still_up(w, team)
+
+    ok = _wait(w, team, timeout, settled, lambda: _still_pending(w, team, opened),
+               announce=said)
+    rejected = _rejections(w, team, opened)
+    if rejected:
+        raise TeamdError(f"rejected the shutdown: {', '.join(rejected)}")
+    if not ok:
+        raise TeamdError(f"timed out after {timeout:g}s: {_still_pending(w, team, opened)}")
+    print(f"team {team} is down")
+
+
+@app.command()
+def remove(team: TeamArg, name: NameArg,
+           force: Annotated[bool, typer.Option("--force", help="No handshake: stop it.")
+                            ] = False,
+           timeout: TimeoutOpt = WAIT_DEFAULT) -> None:
+    """Take a member out of the team for good: the shutdown handshake (or --force), then
+    out of the roster; its unfinished tasks go back to pending.
+
+    \b
+    Example:
+      teamctl remove shop alice
+    """
+    w = ws()
+    member = roster.get(actions.require_team(w, team), name)
+    pending = f"{name} is still running; it leaves the roster once it is down"
+    if member["desired"] == "running" or actions.still_up(w, team, [name]):
+        if force or member["kind"] == "lead" or name == LEAD:
+            actions.stop(w, team, name)
+        elif member["status"] != "stopping":
+            rid = actions.shutdown(w, team, name, reason=f"removed from team {team}"
+                                   )["request"]["request_id"]
+
+            def settled() -> bool:
+                record = requests.get(w, team, rid)
+                return record["status"] == "rejected" or not actions.still_up(w, team, [name])
+
+            if not _wait(w, team, timeout, settled,
+                         lambda: _request_state(w, team, rid, name)):
+                raise TeamdError(f"timed out after {timeout:g}s: "
+                                 f"{_request_state(w, team, rid, name)}")
+            record = requests.get(w, team, rid)
+            if record["status"] == "rejected":
+                raise TeamdError(f"{name} rejected the shutdown: "
+                                 f"{record.get('reason') or 'no reason'}")
+    if not _wait(w, team, timeout, lambda: not actions.still_up(w, team, [name]),
+                 lambda: pending):
+        raise TeamdError(f"{name} is still running after {timeout:g}s")
+    actions.remove_member(w, team, name)
+    print(f"removed {name} from team {team}")
+
+
+@app.command()
 def approve(team: TeamArg,
-            request_id: Annotated[str, typer.Argument(help="The plan or permission request id "
-                                                      "(see `teamctl requests TEAM --pending`).")],
+            request_id: RequestArg,
             feedback: Annotated[str | None, typer.Option(help="Notes for the member.")] = None,
             always: Annotated[bool, typer.Option(
                 "--always", help="Permission requests: also allow this exact call from now on "
@@ -313,16 +601,19 @@ def approve(team: TeamArg,
     """Approve a plan or a permission request.
 
     An approved plan opens the member's write tools; an approved permission request runs
-    the waiting tool call, once.
+    the waiting tool call, once. --always also allows that exact call from now on.
 
-    Example: teamctl approve crew perm-3f2a9c01bd --always"""
+    \b
+    Example:
+      teamctl approve shop perm-3f2a9c01bd --always
+    """
     actions.answer_request(ws(), team, request_id, True, feedback, always=always)
     print(f"approved {request_id}" + (" (always allowed from now on)" if always else ""))
 
 
 @app.command()
 def reject(team: TeamArg,
-           request_id: Annotated[str, typer.Argument(help="The plan or permission request id.")],
+           request_id: RequestArg,
            feedback: Annotated[str, typer.Option(help="What to change, or why not (required).",
                                                  show_default=False)] = "",
            ) -> None:
@@ -331,7 +622,9 @@ def reject(team: TeamArg,
     The member revises a rejected plan; a refused tool call is not run and the model reads
     the feedback.
 
-    Example: teamctl reject crew perm-3f2a9c01bd --feedback "open a pull request instead"
+    \b
+    Example:
+      teamctl reject shop 4f1c2a --feedback 'Add tests first'
     """
     actions.answer_request(ws(), team, request_id, False, feedback)
     print(f"rejected {request_id}")
@@ -344,7 +637,12 @@ def requests_cmd(team: TeamArg,
                  as_json: JsonOpt = False) -> None:
     """List shutdown, plan-approval and permission requests.
 
-    A permission request shows the tool and its argument; --json has its whole input."""
+    A permission request shows the tool and its argument; --json has its whole input.
+
+    \b
+    Example:
+      teamctl requests shop --pending
+    """
     actions.require_team(ws(), team)
     records = requests.list_requests(ws(), team, pending_only=pending)
     if as_json:
@@ -379,12 +677,17 @@ def task_add(team: TeamArg,
              description: Annotated[str, typer.Option(help="Details.")] = "",
              blocked_by: Annotated[str | None, typer.Option(
                  help="Ids this task waits on, e.g. 1,2.")] = None,
+             owner: Annotated[str | None, typer.Option(
+                 metavar="NAME", help="Give it to this member (sent to it once unblocked).",
+                 autocompletion=_complete_member)] = None,
              as_json: JsonOpt = False) -> None:
-    """Add a task to the board."""
-    actions.require_team(ws(), team, accepting=True)
-    inbox.check_content(subject)
-    inbox.check_content(description)
-    task = board.create(ws(), team, subject, description, _ids(blocked_by))
+    """Add a task to the board.
+
+    \b
+    Example:
+      teamctl task add shop 'Write the login page' --blocked-by 1 --owner alice
+    """
+    task = actions.add_task(ws(), team, subject, description, _ids(blocked_by), owner=owner)
     if as_json:
         output.emit_json(task)
     else:
@@ -393,7 +696,12 @@ def task_add(team: TeamArg,
 
 @task_app.command("list")
 def task_list(team: TeamArg, as_json: JsonOpt = False) -> None:
-    """List the board."""
+    """List the board.
+
+    \b
+    Example:
+      teamctl task list shop --json | jq '.[] | select(.status != "completed")'
+    """
     tasks = board.list_tasks(ws(), team)
     if as_json:
         output.emit_json(tasks)
@@ -406,9 +714,14 @@ def task_list(team: TeamArg, as_json: JsonOpt = False) -> None:
 
 
 @task_app.command("show")
-def task_show(team: TeamArg, task_id: Annotated[int, typer.Argument(help="Task id.")],
+def task_show(team: TeamArg, task_id: TaskIdArg,
               as_json: JsonOpt = False) -> None:
-    """Show one task."""
+    """Show one task.
+
+    \b
+    Example:
+      teamctl task show shop 3
+    """
     task = board.get(ws(), team, task_id)
     if as_json:
         output.emit_json(task)
@@ -423,7 +736,7 @@ def task_show(team: TeamArg, task_id: Annotated[int, typer.Argument(help="Task i
 
 @task_app.command("update")
 def task_update(
-    team: TeamArg, task_id: Annotated[int, typer.Argument(help="Task id.")],
+    team: TeamArg, task_id: TaskIdArg,
     status: Annotated[str | None, typer.Option(help="pending, in_progress or completed.")
                       ] = None,
     owner: Annotated[str | None, typer.Option(help="A member name; '' clears it.")] = None,
@@ -431,7 +744,12 @@ def task_update(
                           ] = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Change a task's status, owner or dependencies."""
+    """Change a task's status, owner or dependencies.
+
+    \b
+    Example:
+      teamctl task update shop 3 --owner bob --blocked-by 2
+    """
     config = actions.require_team(ws(), team)
     new_owner: Any = board.UNSET
     if owner is not None:
@@ -461,7 +779,10 @@ def status(team: Annotated[str | None, typer.Argument(help="One team (default: a
     (its id, for `teamctl approve`). Colours follow the status (failed red, backoff
     yellow); NO_COLOR turns them off.
 
-    Example: teamctl status crew --watch"""
+    \b
+    Example:
+      teamctl status shop --watch
+    """
     from teamctl import observe, views
 
     w = ws()
@@ -490,7 +811,10 @@ def board_cmd(team: TeamArg,
     """The task board by column: pending, in progress, completed; each task with its
     owner, what it is blocked by (blockers not completed yet) and what it blocks.
 
-    Example: teamctl board crew --watch"""
+    \b
+    Example:
+      teamctl board shop --watch
+    """
     from teamctl import observe, views
 
     w = ws()
@@ -508,70 +832,219 @@ def board_cmd(team: TeamArg,
         views.watch(render, [w.tasks_dir(team), w.team_dir(team)], every=5.0)
 
 
+def _journal_of(w: Workspace, team: str) -> tuple[Path, Json | None, Path | None]:
+    """(journal path, roster or None, archive or None) of a team, or of its latest archive
+    once it was deleted."""
+    try:
+        return w.events(team), actions.require_team(w, team), None
+    except BadInput:
+        archives = w.archives(team)
+        if not archives:
+            raise
+        folder = archives[-1]
+        config = files.read_json(folder / "config.json") if \
+            (folder / "config.json").is_file() else None
+        return folder / "events.jsonl", config, folder
+
+
+def _colors(config: Json | None) -> dict[str, str]:
+    if not config:
+        return {}
+    return {m["name"]: m.get("color") for m in config.get("members", []) if m.get("color")}
+
+
 @app.command()
 def logs(team: TeamArg,
-         name: Annotated[str | None, typer.Argument(help="Only events about this member.")
-                         ] = None,
-         follow: Annotated[bool, typer.Option("--follow", "-f", help="Keep printing.")] = False,
+         names: Annotated[list[str] | None, typer.Argument(
+             help="Only events about these members.", show_default=False,
+             autocompletion=_complete_member)] = None,
+         lines: Annotated[int | None, typer.Option(
+             "--lines", "-n", metavar="N", help="Start with the last N events shown.")
+         ] = None,
+         since: Annotated[str | None, typer.Option(
+             metavar="T", help="Only events since T: 2025-11-23T14:05, 14:05[:30] (today), "
+             "or an age: 90s, 10m, 2h.")] = None,
+         follow: Annotated[bool, typer.Option(
+             "--follow", "-f", help="Keep printing new events (from the end, after the last "
+             "-n when given); ends when the team is deleted.")] = False,
+         verbose: Annotated[bool, typer.Option(
+             "--verbose", "-v", help="Also model calls and idle notifications.")] = False,
          as_json: Annotated[bool, typer.Option("--json", help="One JSON event per line.")
                             ] = False) -> None:
-    """The team's event journal (events.jsonl), oldest first. A process's own stderr is
-    in .teams/TEAM/logs/NAME.log."""
+    """The team's event journal (events.jsonl and its rotated files), oldest first, like
+    journalctl. Streamed: -n reads from the end, memory stays flat. A deleted team's
+    latest archive is read. A process's own stderr is in .teams/TEAM/logs/NAME.log.
+
+    \b
+    Examples:
+      teamctl logs shop alice bob -n 20
+      teamctl logs shop --since 10m -f
+      teamctl logs shop --json | jq 'select(.event == "tool_call" and .ok == false)'
+    """
     w = ws()
-    config = actions.require_team(w, team)
-    if name is not None and name != LEAD:
-        roster.get(config, name)
+    who = names or []
+    path, config, archive = _journal_of(w, team)
+    if config is not None and archive is None:
+        for name in who:
+            if name not in (LEAD, SUPERVISOR, "user"):
+                roster.get(config, name)
+    if lines is not None and lines < 0:
+        raise BadInput("-n takes a number of events >= 0")
+    start = events.parse_since(since) if since else None
+    if archive is not None:
+        print(f"note: team {team} was deleted; reading its archive {archive}", file=sys.stderr)
+    colors = _colors(config)
+
+    def keep(rec: Json) -> bool:
+        return events.concerns(rec, who) and (verbose or not events.is_chatter(rec))
 
     def show(rec: Json) -> None:
         if as_json:
-            print(files.dumps_line(rec).decode(), end="")
+            sys.stdout.write(files.dumps_line(rec).decode())
         else:
-            who = rec.get("member") or "-"
-            print(f"{output.when(rec.get('ts'))} {who:12} {output.describe_event(rec)}")
+            name = str(rec.get("member") or "-")
+            sys.stdout.write(f"{output.paint(output.when(rec.get('ts')), 'dim')} "
+                             f"{output.paint(f'{name:12}', colors.get(name))} "
+                             f"{output.describe_event(rec)}\n")
 
-    if not follow:
-        for rec in events.read(w, team, name):
-            show(rec)
-        return
+    following = follow and archive is None
+    deleted = False
     try:
-        # one reader from the journal's start on: no event slips between history and new
-        for rec in events.follow(w, team, name, from_start=True):
+        for rec in events.stream(path, match=keep, last=lines, since=start,
+                                 follow=following, history=not following or lines is not None
+                                 or start is not None):
             show(rec)
+            if following:
+                sys.stdout.flush()
+        deleted = following
+    except KeyboardInterrupt:
+        return  # Ctrl-C ends a follow: exit 0
+    if deleted:
+        end = f"-- team {team} was deleted --"
+        print(end, file=sys.stderr if as_json else sys.stdout, flush=True)
+
+
+def _member_session(w: Workspace, team: str, name: str
+                    ) -> tuple[Path, Path, str | None, Path | None]:
+    """(session file, team folder, colour, archive or None) of a member of a team or of
+    the team's latest archive."""
+    path, config, archive = _journal_of(w, team)
+    validate_member_name(name)
+    member = roster.find(config, name) if config else None
+    if member is None and archive is None:
+        roster.get(config or {"name": team, "members": []}, name)
+    folder = path.parent
+    color = member.get("color") if member else None
+    return folder / "sessions" / f"{name}.jsonl", folder, color, archive
+
+
+def _show_transcript(team: str, name: str, lines: int | None, follow: bool) -> None:
+    from teamctl import transcript as tr
+
+    w = ws()
+    session, folder, color, archive = _member_session(w, team, name)
+    if archive is not None:
+        print(f"note: team {team} was deleted; reading its archive {archive}", file=sys.stderr)
+    if lines is not None and lines < 0:
+        raise BadInput("-n takes a number of records >= 0")
+    records = tr.history(w, team, name, session)
+    renderer = tr.Renderer(name, color)
+    shown = records[-lines:] if lines else ([] if lines == 0 else records)
+    for rec in shown:
+        for line in tr.render(renderer, rec):
+            print(line)
+    if not records and not follow:
+        print(f"{name} has no conversation yet", file=sys.stderr)
+    if not follow or archive is not None:
+        return
+    sys.stdout.flush()
+    seen = sum(1 for r in records if r.get("type") != "turn")
+    try:
+        for rec in tr.follow(session, folder, seen):
+            for line in tr.render(renderer, rec):
+                print(line)
             sys.stdout.flush()
     except KeyboardInterrupt:
-        pass
+        return  # Ctrl-C ends an attach: exit 0
+    print(f"-- team {team} was deleted --", flush=True)
+
+
+@app.command()
+def transcript(team: TeamArg, name: NameArg,
+               lines: Annotated[int | None, typer.Option(
+                   "--lines", "-n", metavar="N", help="Only the last N records.")] = None
+               ) -> None:
+    """A member's conversation as a person reads it: its text, each tool call and its
+    (shortened) result, messages in and out, compactions — across restarts.
+
+    \b
+    Example:
+      teamctl transcript shop alice -n 30
+    """
+    _show_transcript(team, name, lines, follow=False)
+
+
+@app.command()
+def attach(team: TeamArg, name: NameArg,
+           lines: Annotated[int | None, typer.Option(
+               "--lines", "-n", metavar="N", help="Start with the last N records.")] = None
+           ) -> None:
+    """Watch a member work, live: its transcript, then each new step as it happens (across
+    restarts and compactions). Ctrl-C detaches; the member goes on.
+
+    \b
+    Example:
+      teamctl attach shop alice -n 10
+    """
+    _show_transcript(team, name, lines, follow=True)
 
 
 @app.command()
 def delete(team: TeamArg,
            force: Annotated[bool, typer.Option("--force", help="No handshake: stop everyone.")
                             ] = False,
-           timeout: Annotated[float, typer.Option(help="Seconds to wait for members.")
-                              ] = 120.0) -> None:
-    """Shut every member down (handshake, or --force), then remove the team's folders."""
-    w = ws()
-    actions.require_team(w, team)
-    config = actions.mark_deleting(w, team)
-    for member in actions.live_members(config):
-        if force or member["name"] == LEAD:
-            # an LLM lead takes no shutdown request: it is stopped by the supervisor
-            actions.stop(w, team, member["name"])
-        elif member["desired"] == "running" and member["status"] != "stopping":
-            actions.shutdown(w, team, member["name"], reason=f"team {team} is being deleted")
-    def finished() -> bool:
-        if not w.config(team).exists():
-            return True  # the supervisor removed it
-        if actions.live_members(roster.load(w, team)):
-            return False
-        if pidfile.running(w) is None:
-            actions.remove_team(w, team)
-            return True
-        return False
+           timeout: TimeoutOpt = WAIT_DEFAULT,
+           purge: Annotated[bool, typer.Option(
+               "--purge", help="Keep no archive of its journal, sessions and transcripts.")
+           ] = False) -> None:
+    """Shut every member down (handshake, or --force), then remove the team's folders. Its
+    journal, sessions and transcripts are kept in .teams/.archive/TEAM-TIME/ (unless
+    --purge), where `teamctl logs TEAM` still finds them.
 
-    if not _wait(w, team, timeout, finished):
-        raise TeamdError(f"team {team} still has live members after {timeout:g}s "
-                         "(try --force)")
-    print(f"deleted team {team}")
+    \b
+    Example:
+      teamctl delete shop --timeout 60
+    """
+    w = ws()
+    opened = actions.begin_delete(w, team, force=force, purge=purge)
+    said = f"asked {', '.join(r['recipient'] for r in opened)} to shut down" if opened \
+        else None
+
+    def finished() -> bool:
+        if actions.team_gone(w, team):
+            return True
+        return bool(_rejections(w, team, opened)) or actions.finish_delete(w, team)
+
+    done = _wait(w, team, timeout, finished, lambda: _delete_pending(w, team, opened),
+                 announce=said)
+    if not actions.team_gone(w, team):
+        rejected = _rejections(w, team, opened)
+        why = f"rejected the shutdown: {', '.join(rejected)}" if rejected else \
+            f"timed out after {timeout:g}s" if not done else "not removed"
+        raise TeamdError(f"team {team} is not deleted: {why}; "
+                         f"{_still_pending(w, team, opened)}; it stays `deleting` "
+                         f"(`teamctl delete {team} --force` stops everyone)")
+    archives = w.archives(team)
+    kept = f"; its journal and transcripts are in {archives[-1]}" \
+        if archives and not purge else ""
+    print(f"deleted team {team}{kept}")
+
+
+def _delete_pending(w: Workspace, team: str, opened: list[Json]) -> str:
+    if actions.team_gone(w, team):
+        return f"team {team} is deleted"
+    return (f"team {team} is being deleted; {_still_pending(w, team, opened)}; "
+            f"`teamctl delete {team}` again waits for it (--force stops everyone)")
 
 
 @app.command()
@@ -582,7 +1055,12 @@ def demo(root: Annotated[str | None, typer.Option(
                             ] = 600.0) -> None:
     """A whole team at work: the REST → GraphQL migration of the design notes, four chained
     tasks worked by analyst, backend and frontend under a real supervisor, live, then shut
-    down. Uses Claude with ANTHROPIC_API_KEY; offline, the built-in scripted model."""
+    down. Uses Claude with ANTHROPIC_API_KEY; offline, the built-in scripted model.
+
+    \b
+    Example:
+      teamctl demo --root /tmp/demo
+    """
     from pathlib import Path
 
     from teamctl import demo as demo_mod
@@ -593,7 +1071,9 @@ def demo(root: Annotated[str | None, typer.Option(
 def main() -> None:
     """Console entry point: one clear line on stderr and the contract's exit code."""
     try:
-        app(standalone_mode=False)
+        code = app(standalone_mode=False)
+        if isinstance(code, int) and code:
+            sys.exit(code)  # typer returns 130 for a Ctrl-C outside any wait
     except TeamdError as exc:
         print(f"teamctl: error: {exc}", file=sys.stderr)
         sys.exit(exc.exit_code)
@@ -610,7 +1090,7 @@ def main() -> None:
 
         if isinstance(exc, click.exceptions.NoArgsIsHelpError):
             exc.show()  # bare `teamctl` or `teamctl task`: the help, not an error line
-            sys.exit(exc.exit_code)
+            sys.exit(0)
         if isinstance(exc, click.exceptions.ClickException):
             # one line, like every other error (click's own show() prints three)
             hint = ""

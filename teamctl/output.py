@@ -161,6 +161,13 @@ def describe_event(rec: dict[str, Any]) -> str:
         return f"{m.get('sender')} → {m.get('recipient')}{extra}: {short(m.get('content', ''), 80)}"
     if ev == "status":
         return f"status {rec.get('from')} → {rec.get('to')}"
+    if ev == "tool_call":
+        args = rec.get("input")
+        shown = short(json.dumps(args, ensure_ascii=False), 60) if args else ""
+        if rec.get("ok", True):
+            return f"tool {rec.get('tool')} {shown} ok ({rec.get('ms', 0)} ms)".rstrip()
+        return (f"tool {rec.get('tool')} {shown} FAILED: "
+                f"{short(str(rec.get('error') or 'no reason recorded'), 120)}")
     fields = " ".join(f"{k}={short(json.dumps(v, ensure_ascii=False), 40)}"
                       for k, v in rec.items() if k not in skip)
     return f"{ev} {fields}".rstrip()

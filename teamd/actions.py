@@ -206,10 +206,8 @@ def shutdown(ws: Workspace, team: str, name: str, *, reason: str = "",
             # re-checked under the lock: a racing shutdown may have answered it meanwhile
             raise BadInput(f"{name!r} is already shut down")
         live = roster.is_live(member)
-        record = requests.open_request(ws, team, "shutdown", sender, name, reason=reason)
+        record, msg = _open_shutdown(ws, team, name, reason, sender)
         rid = record["request_id"]
-        msg = inbox.make("shutdown_request", sender, name, reason or "Please shut down.",
-                         request_id=rid, reason=reason)
         if live:
             inbox.deliver(ws, team, [msg])
             return {"request": record, "message": msg, "answered": False}
@@ -246,6 +244,15 @@ def release_tasks(ws: Workspace, team: str, name: str) -> list[int]:
     return released
 
 
+def _open_shutdown(ws: Workspace, team: str, name: str, reason: str, sender: str
+                   ) -> tuple[Json, Json]:
+    """The request record and its `shutdown_request` message (not yet delivered)."""
+    record = requests.open_request(ws, team, "shutdown", sender, name, reason=reason)
+    msg = inbox.make("shutdown_request", sender, name, reason or "Please shut down.",
+                     request_id=record["request_id"], reason=reason)
+    return record, msg
+
+
 def stop(ws: Workspace, team: str, name: str) -> Json:
     """`stop --force`: desired=stopped; the supervisor SIGTERMs, then SIGKILLs.
 
@@ -273,14 +280,105 @@ def restart(ws: Workspace, team: str, name: str) -> Json:
     require_team(ws, team, accepting=True)
     with roster.locked(ws, team) as config:
         member = roster.get(config, name)
-        member["desired"] = "running"
-        member["restart_requested_at"] = time.time()
-        # with a supervisor running the status is its to write (it forks the member now)
-        if not roster.is_live(member) and pidfile.running(ws) is None \
-                and member["status"] in ("failed", "shutdown", "backoff"):
-            change = roster.set_status(member, "pending")
-            events.status_changed(ws, team, name, change)
+        _request_start(ws, team, member, pidfile.running(ws) is not None)
         return dict(member)
+
+
+def _request_start(ws: Workspace, team: str, member: Json, supervised: bool) -> None:
+    """desired=running and a restart request (under the caller's roster lock)."""
+    member["desired"] = "running"
+    member["restart_requested_at"] = time.time()
+    # with a supervisor running the status is its to write (it forks the member now)
+    if not roster.is_live(member) and not supervised \
+            and member["status"] in ("failed", "shutdown", "backoff"):
+        change = roster.set_status(member, "pending")
+        events.status_changed(ws, team, member["name"], change)
+
+
+# -- the whole team at once (like docker compose) ---------------------------------------
+def restart_all(ws: Workspace, team: str, *, only_stopped: bool = False) -> list[str]:
+    """`restart TEAM` (every member) or `up TEAM` (`only_stopped`: every member that is
+    not to run — desired=stopped — or that failed). One roster update. Returns the names."""
+    require_team(ws, team, accepting=True)
+    supervised = pidfile.running(ws) is not None
+    with roster.locked(ws, team) as config:
+        chosen = [m for m in config["members"] if not only_stopped
+                  or m["desired"] != "running" or m["status"] == "failed"]
+        for member in chosen:
+            _request_start(ws, team, member, supervised)
+        return [m["name"] for m in chosen]
+
+
+def down(ws: Workspace, team: str, *, force: bool = False, sender: str = LEAD) -> Json:
+    """`down TEAM`: the shutdown handshake for every member still meant to run (`force`, or
+    an LLM lead: desired=stopped instead); the team stays. Returns {"requests": records
+    opened and still to be answered, "answered": names shut down at once (no process),
+    "stopped": names given desired=stopped}."""
+    config = require_team(ws, team)
+    out: Json = {"requests": [], "answered": [], "stopped": []}
+    for m in config["members"]:
+        name = m["name"]
+        if m["desired"] == "stopped" and m["status"] == "shutdown":
+            continue
+        if force or m["kind"] == "lead" or name == LEAD:
+            stop(ws, team, name)
+            out["stopped"].append(name)
+            continue
+        if m["desired"] == "stopped" or m["status"] == "stopping":
+            continue  # already on its way out
+        try:
+            result = shutdown(ws, team, name, reason=f"team {team} is going down",
+                              sender=sender)
+        except BadInput:
+            if roster.get(roster.load(ws, team), name)["status"] == "shutdown":
+                continue  # shut down meanwhile
+            raise
+        if result["answered"]:
+            out["answered"].append(name)
+        else:
+            out["requests"].append(result["request"])
+    return out
+
+
+def still_up(ws: Workspace, team: str, names: list[str] | None = None) -> list[str]:
+    """Which of `names` (default: every member) still have a live process."""
+    config = require_team(ws, team)
+    return [m["name"] for m in config["members"]
+            if (names is None or m["name"] in names) and roster.is_live(m)]
+
+
+def remove_member(ws: Workspace, team: str, name: str) -> Json:
+    """Take a member with no live process out of the roster for good: its unfinished tasks
+    go back to pending, its status file goes. Returns the roster entry removed."""
+    validate_member_name(name)
+    require_team(ws, team)
+    with roster.locked(ws, team) as config:
+        member = roster.get(config, name)
+        if roster.is_live(member):
+            raise TeamdError(f"{name} is still running; shut it down first "
+                             f"(`teamctl remove {team} {name}` does, or add --force)")
+        config["members"] = [m for m in config["members"] if m["name"] != name]
+    board.release(ws, team, name)
+    status_file = ws.team_dir(team) / "members" / f"{name}.json"
+    status_file.unlink(missing_ok=True)
+    events.emit(ws, team, "member_removed", member=name, kind=member["kind"],
+                role=member.get("role", ""))
+    return member
+
+
+def add_task(ws: Workspace, team: str, subject: str, description: str = "",
+             blocked_by: list[int] | None = None, owner: str | None = None,
+             created_by: str = LEAD) -> Json:
+    """`task add`: a new task, given to `owner` from the start when named (so nobody else
+    can claim it in between)."""
+    config = require_team(ws, team, accepting=True)
+    inbox.check_content(subject)
+    inbox.check_content(description)
+    if owner is not None:
+        validate_member_name(owner)
+        roster.get(config, owner)
+    return board.create(ws, team, subject, description, blocked_by or [],
+                        created_by=created_by, owner=owner)
 
 
 # -- plans and permissions ---------------------------------------------------------------
@@ -334,28 +432,123 @@ def mark_deleting(ws: Workspace, team: str) -> Json:
     def mark(config: Json) -> Json:
         if config.get("state") != "deleting":
             config["state"] = "deleting"
+            # journalled before the roster says so: once it does, the supervisor may remove
+            # the team (and its journal) the moment the roster lock is free
+            events.emit(ws, team, "team_deleting")
         return config
 
-    config = roster.update(ws, team, mark)
-    events.emit(ws, team, "team_deleting")
-    return config
+    return roster.update(ws, team, mark)
 
 
 def live_members(config: Json) -> list[Json]:
     return [m for m in config["members"] if roster.is_live(m)]
 
 
-def remove_team(ws: Workspace, team: str) -> None:
-    """Remove the team's folders: rename first (so nobody sees half a team), then delete."""
-    config = require_team(ws, team)
-    if live_members(config):
-        raise TeamdError(f"team {team!r} still has live members")
-    stamp = f"{os.getpid()}-{time.time_ns()}"
-    graveyard: list[Path] = []
-    for folder in (ws.team_dir(team), ws.tasks_dir(team)):
-        if folder.exists():
-            target = folder.with_name(f".deleted-{folder.name}-{stamp}")
-            os.replace(folder, target)
-            graveyard.append(target)
-    for target in graveyard:
+def begin_delete(ws: Workspace, team: str, *, force: bool = False, purge: bool = False,
+                 sender: str = LEAD) -> list[Json]:
+    """Start deleting a team: `state=deleting`, then a shutdown request to every live member
+    (with `force`, or for a lead or the sender itself: `desired=stopped`, which the
+    supervisor carries out). Returns the shutdown requests opened.
+
+    All of it under one roster lock: the supervisor removes a team only under that lock,
+    so it cannot take the folders away half-way (CONTRACT §9, `delete`)."""
+    require_team(ws, team)
+    opened: list[Json] = []
+    with roster.locked(ws, team) as config:
+        if config.get("state") != "deleting":
+            config["state"] = "deleting"
+            events.emit(ws, team, "team_deleting")
+        if purge:
+            config["purge"] = True  # whoever removes the folders keeps no archive
+        for member in live_members(config):
+            if force or member["kind"] == "lead" or member["name"] in (LEAD, sender):
+                member["desired"] = "stopped"
+            elif member["desired"] == "running" and member["status"] != "stopping":
+                record, msg = _open_shutdown(ws, team, member["name"],
+                                             f"team {team} is being deleted", sender)
+                inbox.deliver(ws, team, [msg])
+                opened.append(record)
+    return opened
+
+
+def team_gone(ws: Workspace, team: str) -> bool:
+    return not ws.config(team).is_file()
+
+
+def finish_delete(ws: Workspace, team: str) -> bool:
+    """True once the team's folders are gone. With no live member and no supervisor to do
+    it, removes them here; a supervisor (or another teamctl) removing them meanwhile is
+    fine: the team is gone either way."""
+    try:
+        config = roster.load(ws, team)
+    except (BadInput, TeamdError, OSError):
+        return team_gone(ws, team)
+    if live_members(config) or pidfile.running(ws) is not None:
+        return False
+    remove_team(ws, team)
+    return True
+
+
+def remove_team(ws: Workspace, team: str) -> Path | None:
+    """Remove the team's folders; keep its journal (rotated files too), sessions,
+    transcripts, logs, roster and board in `.teams/.archive/{team}-{ts}/` unless the
+    deletion asked for `purge`. Returns the archive, or None (purged, or already removed
+    by someone else).
+
+    Under the roster lock (then the journal's): `team_deleted` is appended as the
+    journal's last line and the team folder renamed away in one step, so nobody sees half a
+    team and nothing is journalled after it. Two removers racing: one wins, the other finds
+    the team gone and returns None."""
+    try:
+        with roster.locked(ws, team) as config:
+            if live_members(config):
+                raise TeamdError(f"team {team!r} still has live members")
+            now = time.time()
+            stamp = time.strftime("%Y%m%dT%H%M%S", time.localtime(now)) + \
+                f".{int(now % 1 * 1e6):06d}"
+            purge = bool(config.get("purge"))
+            if purge:
+                target = ws.teams_dir / f".deleted-{team}-{stamp}-{os.getpid()}"
+            else:
+                target = files.ensure_dir(ws.archive_dir) / f"{team}-{stamp}"
+            with files.lock(ws.events(team)):
+                files.append_jsonl(ws.events(team), [{"ts": now, "event": "team_deleted"}],
+                                   locked=True)
+                os.replace(ws.team_dir(team), target)
+    except (BadInput, FileNotFoundError):
+        if team_gone(ws, team):
+            return None  # someone else removed it first
+        raise
+    except TeamdError:
+        if team_gone(ws, team):
+            return None  # its folder went while we took the lock
+        raise
+    if ws.tasks_dir(team).is_dir():
+        board_dir = target / "tasks" if not purge else target.with_name(target.name + "-tasks")
+        try:
+            os.replace(ws.tasks_dir(team), board_dir)
+        except FileNotFoundError:
+            pass
+        if purge:
+            shutil.rmtree(board_dir, ignore_errors=True)
+    if purge:
         shutil.rmtree(target, ignore_errors=True)
+        return None
+    _prune_archive(target)
+    return target
+
+
+#: what an archive keeps of a team folder; inboxes, requests and locks are dropped
+ARCHIVED = ("config.json", "sessions", "transcripts", "logs", "tasks")
+
+
+def _prune_archive(folder: Path) -> None:
+    for path in folder.iterdir():
+        keep = path.name in ARCHIVED or (path.name.startswith("events")
+                                         and path.name.endswith(".jsonl"))
+        if keep:
+            continue
+        if path.is_dir():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink(missing_ok=True)

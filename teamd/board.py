@@ -126,7 +126,8 @@ def _link(tasks: dict[int, Json], edges: list[tuple[int, int]]) -> set[int]:
 
 
 def create(ws: Workspace, team: str, subject: str, description: str = "",
-           blocked_by: Iterable[int] = (), created_by: str = "lead") -> Json:
+           blocked_by: Iterable[int] = (), created_by: str = "lead",
+           owner: str | None = None) -> Json:
     subject = subject.strip() if isinstance(subject, str) else ""
     if not subject:
         raise BadInput("a task needs a subject")
@@ -146,7 +147,7 @@ def create(ws: Workspace, team: str, subject: str, description: str = "",
         now = time.time()
         task_id = _next_id(ws, team, tasks)
         task: Json = {"schema": 1, "id": task_id, "subject": subject,
-                      "description": description, "status": "pending", "owner": None,
+                      "description": description, "status": "pending", "owner": owner,
                       "blocked_by": [], "blocks": [], "created_by": created_by,
                       "created_at": now, "updated_at": now, "claimed_at": None,
                       "completed_at": None}
@@ -155,8 +156,9 @@ def create(ws: Workspace, team: str, subject: str, description: str = "",
         _save(ws, team, task)
         for tid in changed - {task_id}:
             _save(ws, team, tasks[tid])
+        given = {"owner": owner} if owner is not None else {}
         events.emit(ws, team, "task_created", member=created_by, task_id=task_id,
-                    subject=subject, blocked_by=task["blocked_by"])
+                    subject=subject, blocked_by=task["blocked_by"], **given)
     return task
 
 

@@ -18,3 +18,9 @@ class BadInput(TeamdError):
     """Bad input or an unknown object: exit 2, and nothing was changed."""
 
     exit_code = 2
+
+
+class Interrupted(TeamdError):
+    """A wait ended by Ctrl-C: exit 130, with one line saying what is still pending."""
+
+    exit_code = 130

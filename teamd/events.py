@@ -6,15 +6,18 @@ rotated to `events.1.jsonl` … `events.{keep}.jsonl` once it passes `events_max
 
 from __future__ import annotations
 
+import json
 import logging
 import os
+import re
 import time
-from collections.abc import Generator
+from collections.abc import Callable, Generator, Sequence
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from teamd import files, settings
-from teamd.errors import BadInput
+from teamd.errors import BadInput, TeamdError
 from teamd.files import Json
 from teamd.layout import Workspace
 
@@ -43,9 +46,15 @@ def emit_many(ws: Workspace, team: str, records: list[Json]) -> None:
         # A broken teamd.toml must not lose the journal entry of a write already made.
         log.warning("%s; rotating events with the default limits", exc)
         conf = settings.Settings()
-    with files.lock(path):
-        _rotate_if_needed(path, conf.events_max_bytes, conf.events_keep)
-        files.append_jsonl(path, records, locked=True)
+    try:
+        with files.lock(path):
+            _rotate_if_needed(path, conf.events_max_bytes, conf.events_keep)
+            files.append_jsonl(path, records, locked=True)
+    except (FileNotFoundError, TeamdError):
+        if path.parent.is_dir():
+            raise
+        # the team was removed between the check and the write (its deletion raced us)
+        log.debug("team %s is gone; not journalling %d event(s)", team, len(records))
 
 
 def rotated(path: Path, n: int) -> Path:
@@ -83,6 +92,50 @@ def _concerns(record: Json, member: str) -> bool:
         return True
     msg = record.get("message")
     return isinstance(msg, dict) and member in (msg.get("sender"), msg.get("recipient"))
+
+
+def concerns(record: Json, names: Sequence[str]) -> bool:
+    """Is the record about one of `names` (as the member, or a message's sender or
+    recipient)? Every record is, when `names` is empty."""
+    return not names or any(_concerns(record, n) for n in names)
+
+
+def is_chatter(record: Json) -> bool:
+    """Routine records `teamctl logs` shows only with -v: model calls, idle notices."""
+    if record.get("event") == "model_call":
+        return True
+    msg = record.get("message")
+    return record.get("event") == "message" and isinstance(msg, dict) \
+        and msg.get("type") == "idle_notification"
+
+
+_AGE_RE = re.compile(r"^(\d+(?:\.\d+)?)\s*(s|sec|m|min|h|d)$")
+_CLOCK_RE = re.compile(r"^(\d{1,2}):(\d{2})(?::(\d{2}))?$")
+_UNITS = {"s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600, "d": 86400}
+
+
+def parse_since(text: str, now: float | None = None) -> float:
+    """Epoch seconds for `--since`: an ISO 8601 date-time (local time unless it says
+    otherwise), `HH:MM[:SS]` today, or an age such as `90s`, `10m`, `2h`, `1d`."""
+    now = time.time() if now is None else now
+    value = text.strip()
+    age = _AGE_RE.match(value)
+    if age:
+        return now - float(age.group(1)) * _UNITS[age.group(2)]
+    clock = _CLOCK_RE.match(value)
+    if clock:
+        hour, minute, second = int(clock.group(1)), int(clock.group(2)), int(clock.group(3) or 0)
+        if hour < 24 and minute < 60 and second < 60:
+            today = datetime.fromtimestamp(now)
+            return today.replace(hour=hour, minute=minute, second=second,
+                                 microsecond=0).timestamp()
+    else:
+        try:
+            return datetime.fromisoformat(value).timestamp()  # naive: local time
+        except ValueError:
+            pass
+    raise BadInput(f"--since {text!r}: use an ISO 8601 date-time (2025-11-23T14:05), "
+                   "HH:MM[:SS] (today) or an age (90s, 10m, 2h)")
 
 
 def _open(path: Path) -> int | None:
@@ -126,17 +179,235 @@ def _successor(path: Path, old_ino: int) -> int | None:
 def follow(ws: Workspace, team: str, member: str | None = None,
            poll: float = 0.2, from_start: bool = False) -> Generator[Json, None, None]:
     """Yield new events as they are appended (survives rotation). Runs until interrupted.
-    With `from_start`, first every event already in the journal (no gap between the two).
+    With `from_start`, first every event already in the journal (no gap between the two)."""
+    yield from stream(ws.events(team), match=None if member is None else
+                      (lambda r: _concerns(r, member)),
+                      last=None, follow=True, history=from_start, poll=poll,
+                      stop_at_deletion=False)
+
+
+# -- reading: streamed, from either end, across rotated files -----------------------------
+#: a journal line longer than this is skipped by readers (a writer never makes one: a
+#: message's content is capped at 256 KiB); it keeps a reader's memory bounded
+MAX_LINE = 4 << 20
+BLOCK = 1 << 16
+
+
+def _lines_forward(fd: int, start: int) -> Generator[tuple[int, bytes], None, int]:
+    """Complete lines from `start` to the current end of the file, each with the offset just
+    after it. Returns the offset where an unfinished (torn) tail begins."""
+    pos, buf, skipping = start, b"", False
+    while True:
+        chunk = os.pread(fd, BLOCK, pos + len(buf))
+        if not chunk:
+            return pos
+        buf += chunk
+        while True:
+            cut = buf.find(b"\n")
+            if cut < 0:
+                break
+            line, buf = buf[:cut], buf[cut + 1:]
+            pos += cut + 1
+            if skipping:
+                skipping = False  # the end of an oversize line
+                continue
+            yield pos, line
+        if len(buf) > MAX_LINE:
+            pos += len(buf)
+            buf, skipping = b"", True
+
+
+def _lines_backward(fd: int, end: int) -> Generator[tuple[int, bytes], None, None]:
+    """Complete lines before `end` (which follows a newline), newest first, each with the
+    offset where it starts. Reads BLOCK bytes at a time: memory does not grow with the file."""
+    pos, frag, skipping = end, b"", False
+    while pos > 0:
+        size = min(BLOCK, pos)
+        pos -= size
+        chunk = os.pread(fd, size, pos)
+        if skipping:
+            cut = chunk.rfind(b"\n")
+            if cut < 0:
+                continue  # still inside the oversize line
+            chunk, skipping = chunk[:cut + 1], False
+        data = chunk + frag
+        parts = data.split(b"\n")  # data ends with a newline: parts[-1] is empty
+        cur = pos + len(data)
+        for i in range(len(parts) - 2, 0, -1):
+            cur -= len(parts[i]) + 1
+            yield cur, parts[i]
+        head = parts[0]
+        if pos == 0:
+            if head:
+                yield 0, head
+        elif len(head) > MAX_LINE:
+            frag, skipping = b"", True
+        else:
+            frag = head + b"\n"
+
+
+def _parse(line: bytes) -> Json | None:
+    if not line.strip():
+        return None
+    try:
+        rec = json.loads(line)
+    except ValueError:
+        return None
+    return rec if isinstance(rec, dict) else None
+
+
+def _complete_end(fd: int) -> int:
+    """The offset just after the file's last newline (a torn tail is not read)."""
+    size = os.fstat(fd).st_size
+    while size > 0:
+        start = max(0, size - BLOCK)
+        cut = os.pread(fd, size - start, start).rfind(b"\n")
+        if cut >= 0:
+            return start + cut + 1
+        size = start
+    return 0
+
+
+def open_journal(path: Path) -> list[int]:
+    """Descriptors of the journal at `path` and its rotated files, oldest first.
+
+    Opened newest first and kept by inode: rotation only moves a file to a higher number, so
+    one that moves while we look is met again under its new name (and skipped), never missed.
+    """
+    fds: list[int] = []
+    seen: set[int] = set()
+    n = 0
+    while True:
+        fd = _open(path if n == 0 else rotated(path, n))
+        if fd is None:
+            if n > 0:
+                break
+        else:
+            ino = os.fstat(fd).st_ino
+            if ino in seen:
+                os.close(fd)
+            else:
+                seen.add(ino)
+                fds.append(fd)
+        n += 1
+    fds.reverse()
+    return fds
+
+
+def _last_ts(fd: int) -> float | None:
+    for _, line in _lines_backward(fd, _complete_end(fd)):
+        rec = _parse(line)
+        if rec is not None and isinstance(rec.get("ts"), int | float):
+            return float(rec["ts"])
+    return None
+
+
+def _start_point(fds: list[int], match: Callable[[Json], bool], last: int | None,
+                 since: float | None, history: bool) -> tuple[int, int]:
+    """(file index, offset) where showing starts: after the last `last` events that match
+    (read backwards), at the first event not older than `since`, at the start, or (no
+    history) at the end."""
+    if not fds:
+        return 0, 0
+    if last is not None:
+        found, where = 0, (len(fds) - 1, _complete_end(fds[-1]))
+        if last <= 0:
+            return where
+        for i in range(len(fds) - 1, -1, -1):
+            for start, line in _lines_backward(fds[i], _complete_end(fds[i])):
+                rec = _parse(line)
+                if rec is None:
+                    continue
+                if since is not None and _ts(rec) < since:
+                    return where
+                if match(rec):
+                    found += 1
+                    where = (i, start)
+                    if found >= last:
+                        return where
+        return 0, 0
+    if not history:
+        return len(fds) - 1, _complete_end(fds[-1])
+    if since is not None:
+        # whole rotated files older than `since` are skipped unread (but their last line)
+        for i, fd in enumerate(fds):
+            newest = _last_ts(fd)
+            if newest is not None and newest >= since:
+                return i, 0
+        return len(fds) - 1, _complete_end(fds[-1])
+    return 0, 0
+
+
+def _ts(rec: Json) -> float:
+    ts = rec.get("ts")
+    return float(ts) if isinstance(ts, int | float) else 0.0
+
+
+def stream(path: Path, *, match: Callable[[Json], bool] | None = None,
+           last: int | None = None, since: float | None = None, follow: bool = False,
+           history: bool = True, poll: float = 0.5,
+           stop_at_deletion: bool = True) -> Generator[Json, None, None]:
+    """The journal at `path` (and its rotated files, oldest first) as it is read: memory
+    stays flat whatever its size.
+
+    `match` filters; `last` starts after the last N events that pass the filters (read
+    backwards from the end); `since` drops older events; without `history` (and without
+    `last`) it starts at the end. With `follow` it then waits for new events, across
+    rotations; with `stop_at_deletion` it ends after `team_deleted`, or once the team's
+    folder is gone (what was written to the file it holds is read out first).
+    """
+    keep = match or (lambda _r: True)
+
+    def wanted(rec: Json) -> bool:
+        return (since is None or _ts(rec) >= since) and keep(rec)
+
+    fds = open_journal(path)
+    try:
+        index, offset = _start_point(fds, keep, last, since, history)
+        for i in range(index, len(fds)):
+            end = yield from _read_from(fds[i], offset if i == index else 0, wanted)
+            if end is None:
+                return
+            offset = end
+        if not follow:
+            return
+        fd = fds.pop() if fds else None  # the newest: _follow goes on with it, and closes it
+        yield from _follow(path, fd, offset if fd is not None else 0, wanted, poll,
+                           stop_at_deletion)
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+
+def _read_from(fd: int, start: int, wanted: Callable[[Json], bool]
+               ) -> Generator[Json, None, int | None]:
+    """Yield wanted records from `start` to the end; the offset reached, or None after a
+    `team_deleted` (nothing of the team follows it)."""
+    lines = _lines_forward(fd, start)
+    while True:
+        try:
+            _, line = next(lines)
+        except StopIteration as stop:
+            return int(stop.value)
+        rec = _parse(line)
+        if rec is None:
+            continue
+        if wanted(rec):
+            yield rec
+        if rec.get("event") == "team_deleted":
+            return None
+
+
+def _follow(path: Path, fd: int | None, offset: int, wanted: Callable[[Json], bool],
+            poll: float, stop_at_deletion: bool) -> Generator[Json, None, None]:
+    """Go on from `offset` in `fd` (the newest journal file when it was opened).
 
     The file being read is held open: after a rotation, what was appended to it before the
     rename is read out, then each newer rotated file in turn, then the journal: none is lost.
     """
     from teamd.watch import Watcher
 
-    path = ws.events(team)
     with Watcher([path.parent]) as watcher:
-        fd = _open(path)
-        offset = os.fstat(fd).st_size if fd is not None and not from_start else 0
         try:
             while True:
                 # look at the name first: if it moved on, every write to the file we hold
@@ -147,16 +418,14 @@ def follow(ws: Workspace, team: str, member: str | None = None,
                 except FileNotFoundError:
                     current = None
                 if fd is not None:
-                    size = os.fstat(fd).st_size
-                    if size < offset:
+                    if os.fstat(fd).st_size < offset:
                         offset = 0  # truncated in place (events_keep = 0)
-                    if size > offset:
-                        data = os.pread(fd, size - offset, offset)
-                        cut = data.rfind(b"\n") + 1  # a torn tail waits for its newline
-                        offset += cut
-                        for rec in files.parse_lines(data[:cut]).records:
-                            if member is None or _concerns(rec, member):
-                                yield rec
+                    end = yield from _read_from(fd, offset, wanted)
+                    if end is None and stop_at_deletion:
+                        return
+                    offset = end if end is not None else os.fstat(fd).st_size
+                if current is None and stop_at_deletion and not path.parent.is_dir():
+                    return  # the team is gone (and what was written to `fd` was read)
                 if current is not None and (fd is None or os.fstat(fd).st_ino != current):
                     if fd is None:
                         fd = _open(path)

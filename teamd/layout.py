@@ -18,6 +18,8 @@ NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,47}$")
 LEAD = "lead"
 SUPERVISOR = "teamd"  # reserved: the supervisor's name as a sender
 ROOT_ENV = "TEAMD_ROOT"
+#: the {ts} of `.teams/.archive/{team}-{ts}/`: local time, YYYYmmddTHHMMSS.ffffff
+ARCHIVE_TS_RE = re.compile(r"\d{8}T\d{6}\.\d{6}")
 
 
 def validate_name(name: str, what: str = "name") -> str:
@@ -72,6 +74,20 @@ class Workspace:
     @property
     def supervisor_info(self) -> Path:
         return self.teams_dir / "teamd.json"
+
+    @property
+    def archive_dir(self) -> Path:
+        """Where `delete` keeps a deleted team's journal, sessions and transcripts."""
+        return self.teams_dir / ".archive"
+
+    def archives(self, team: str) -> list[Path]:
+        """The archive folders of deleted teams called `team`, oldest first."""
+        validate_name(team, "team name")
+        if not self.archive_dir.is_dir():
+            return []
+        return sorted(p for p in self.archive_dir.iterdir()
+                      if p.name.startswith(f"{team}-") and ARCHIVE_TS_RE.fullmatch(
+                          p.name[len(team) + 1:]))
 
     def team_names(self) -> list[str]:
         """Teams on disk (folders holding a config.json), sorted."""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+import stat
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -315,7 +317,42 @@ def test_remove_team_removes_only_that_team(ws: Workspace, team: str) -> None:
     assert ws.team_names() == ["other"]
     assert board.get(ws, "other", 1)["subject"] == "keep me"
     leftovers = [p.name for p in (*ws.teams_dir.iterdir(), *ws.tasks_root.iterdir())]
-    assert sorted(leftovers) == ["other", "other"]  # no .deleted-* folder left behind
+    # no .deleted-* folder left behind; the post-mortem is in the archive
+    assert sorted(leftovers) == [".archive", "other", "other"]
+
+
+def test_remove_team_archives_journal_sessions_and_transcripts(ws: Workspace, team: str,
+                                                                monkeypatch: pytest.MonkeyPatch
+                                                                ) -> None:
+    monkeypatch.setenv("TEAMD_EVENTS_MAX_BYTES", "300")
+    for i in range(10):
+        events.emit(ws, team, "tick", n=i)
+    files.append_jsonl(ws.session(team, "alice"), [{"type": "user", "content": []}])
+    files.ensure_dir(ws.transcripts_dir(team))
+    (ws.transcripts_dir(team) / "alice-1.jsonl").write_text("{}\n")
+    actions.send(ws, team, "alice", "a message")
+    board.create(ws, team, "a task")
+    archive = actions.remove_team(ws, team)
+    assert archive is not None and ws.archives(team) == [archive]
+    assert re.fullmatch(rf"{team}-\d{{8}}T\d{{6}}\.\d{{6}}", archive.name)
+    names = {p.name for p in archive.iterdir()}
+    assert {"events.jsonl", "events.1.jsonl", "sessions", "transcripts", "config.json",
+            "tasks"} <= names
+    assert not any(n.endswith("_inbox.jsonl") or n.endswith(".lock") for n in names)
+    last = files.read_jsonl(archive / "events.jsonl").records[-1]
+    assert last["event"] == "team_deleted"
+    assert (archive / "sessions" / "alice.jsonl").is_file()
+    assert (archive / "transcripts" / "alice-1.jsonl").is_file()
+    assert stat.S_IMODE(archive.stat().st_mode) == 0o700
+    assert not ws.team_dir(team).exists() and not ws.tasks_dir(team).exists()
+
+
+def test_remove_team_with_purge_keeps_nothing(ws: Workspace, team: str) -> None:
+    actions.begin_delete(ws, team, purge=True)
+    assert actions.finish_delete(ws, team)
+    assert ws.archives(team) == [] and not ws.team_dir(team).exists()
+    assert sorted(p.name for p in ws.teams_dir.iterdir()) == []
+    assert actions.remove_team(ws, team) is None  # already gone: nothing to do, no error
 
 
 def test_remove_team_refuses_while_a_member_is_live(ws: Workspace, team: str,

@@ -310,10 +310,12 @@ def test_delete_shuts_everyone_down_and_removes_the_team(
         assert not ws.team_dir("t2").exists() and not ws.tasks_dir("t2").exists()
         wait_until(lambda: psutil.Process(daemon.pid).children() == [], 5,
                    "teamd to have no child left")
-        # nothing left of either team, not even a renamed folder on its way out (teamctl
-        # returns once the team's folders are renamed away; their removal follows)
-        wait_until(lambda: sorted(os.listdir(ws.teams_dir)) == ["teamd.json", "teamd.lock"]
+        # nothing left of either team but its archive, not even a renamed folder on its
+        # way out (teamctl returns once the team's folders are renamed away)
+        wait_until(lambda: sorted(os.listdir(ws.teams_dir)) == [".archive", "teamd.json",
+                                                                "teamd.lock"]
                    and os.listdir(ws.tasks_root) == [], 10, "the deleted folders to go")
+        assert [len(ws.archives(t)) for t in (TEAM, "t2")] == [1, 1]
         wait_until(lambda: daemon.output().count("team_deleted") == 2, 10,
                    "teamd to log both deletions")
 

@@ -135,6 +135,9 @@ def test_tool_calls_are_journalled(ws: Workspace, team: str, workdir: Path) -> N
         ("write_file", True, "alice"), ("read_file", False, "alice")]
     assert len(calls[0]["input"]["content"]) < 300
     assert all(isinstance(c["ms"], int) for c in calls)
+    # a failed call says why (CONTRACT §7); a good one carries no error
+    assert "error" not in calls[0]
+    assert "does not exist" in calls[1]["error"] and "\n" not in calls[1]["error"]
 
 
 # -- file tools --------------------------------------------------------------------------

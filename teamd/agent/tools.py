@@ -29,7 +29,6 @@ from teamd import (
     hooks,
     inbox,
     permissions,
-    pidfile,
     requests,
     roster,
 )
@@ -54,6 +53,7 @@ __all__ = ["TOOL_SPECS", "ToolError", "ToolResult", "Toolbox", "specs_for", "too
 KINDS = ("teammate", "lead")
 GATED = ("bash", "write_file", "edit_file")
 INPUT_SHOWN = 200  # characters of each string input kept in a tool_call event
+ERROR_SHOWN = 500  # characters of a failed tool's reason kept in its tool_call event
 _IDS = {"type": "array", "items": {"type": "integer", "minimum": 1}}
 
 
@@ -410,9 +410,10 @@ class Toolbox:
                 # would recreate its folder, since the lock file's parents get created.
                 return result
             shown = json.loads(_redact(json.dumps(_short(tool_input), default=str)))
+            why = {"error": _one_line(result.content)[:ERROR_SHOWN]} if result.is_error else {}
             events.emit(self.ws, self.team, "tool_call", member=self.member,
                         tool=str(name)[:INPUT_SHOWN], input=shown, ok=not result.is_error,
-                        ms=ms)
+                        ms=ms, **why)
         except Exception:  # the journal is history, not control: never fail a tool over it
             log.warning("could not journal tool_call %s", name, exc_info=True)
         return result
@@ -721,23 +722,10 @@ class Toolbox:
     def _tool_TeamDelete(self, name: str) -> str:
         """Like `teamctl delete` without the wait: mark deleting, ask every live member to
         shut down; remove the folders now only if nobody is live and no supervisor runs."""
-        actions.require_team(self.ws, name)
-        config = actions.mark_deleting(self.ws, name)
-        asked = []
-        for m in actions.live_members(config):
-            if m["name"] in (self.member, LEAD):
-                # a lead takes no shutdown request: desired=stopped, and the supervisor
-                # stops it (this very process, when a lead deletes its own team)
-                actions.stop(self.ws, name, m["name"])
-                continue
-            if m["desired"] == "running" and m["status"] != "stopping":
-                actions.shutdown(self.ws, name, m["name"], sender=self.member,
-                                 reason=f"team {name} is being deleted")
-                asked.append(m["name"])
-        if not actions.live_members(roster.load(self.ws, name)) \
-                and pidfile.running(self.ws) is None:
-            actions.remove_team(self.ws, name)
-            return f"deleted team {name} (no live member and no supervisor)"
+        opened = actions.begin_delete(self.ws, name, sender=self.member)
+        asked = [r["recipient"] for r in opened]
+        if actions.finish_delete(self.ws, name):
+            return f"deleted team {name}"
         who = f"asked {', '.join(asked)} to shut down; " if asked else ""
         return (f"team {name} is being deleted: {who}it accepts no new work, and its folders "
                 "are removed once every member has exited")

@@ -1,0 +1,84 @@
+#!/usr/bin/env python3
+"""How `teamctl logs` copes with a big journal (issue 8: 60 MB took 5 s and 680 MB).
+
+Writes a journal of `--mb` megabytes of small events into a fresh workspace, then runs the
+installed console script as real subprocesses and prints, for each, wall seconds and peak
+memory (the child's own ru_maxrss, from wait4):
+
+    teamctl logs T -n 100        reads only the tail, backwards
+    teamctl logs T -n 100 alice  the same, counting only alice's events (one in three)
+    teamctl logs T > /dev/null   the whole journal, streamed
+
+    python bench/bench_logs.py [--mb 60] [--dir DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from teamd import actions  # noqa: E402
+from teamd.layout import Workspace  # noqa: E402
+
+TEAM = "bench"
+TEAMCTL = Path(sys.executable).parent / "teamctl"
+
+
+def fill(ws: Workspace, megabytes: int) -> int:
+    line = (b'{"ts":%d.5,"event":"tool_call","member":"%s","tool":"bash","input":'
+            b'{"command":"ls -la src/"},"ok":true,"ms":12}\n')
+    names = [b"alice", b"bob", b"carol"]
+    with open(ws.events(TEAM), "ab") as f:
+        i = 0
+        while f.tell() < megabytes * 1_000_000:
+            f.write(b"".join(line % (1_700_000_000 + j, names[j % 3])
+                             for j in range(i, i + 10_000)))
+            i += 10_000
+    return ws.events(TEAM).stat().st_size
+
+
+def measure(ws: Workspace, *args: str) -> tuple[float, float]:
+    started = time.monotonic()
+    proc = subprocess.Popen([str(TEAMCTL), "--root", str(ws.root), "logs", TEAM, *args],
+                            stdout=subprocess.DEVNULL)
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.monotonic() - started
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise SystemExit(f"teamctl logs {' '.join(args)} failed")
+    return wall, usage.ru_maxrss / 1024
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--mb", type=int, default=60)
+    parser.add_argument("--dir", default=None)
+    args = parser.parse_args()
+    folder = Path(tempfile.mkdtemp(prefix="bench-logs-", dir=args.dir))
+    try:
+        ws = Workspace.at(folder)
+        actions.create_team(ws, TEAM)
+        for name in ("alice", "bob", "carol"):
+            actions.spawn(ws, TEAM, name, "work")
+        size = fill(ws, args.mb)
+        print(f"journal: {size / 1e6:.0f} MB")
+        for label, extra in (("-n 100", ["-n", "100"]),
+                             ("-n 100 alice", ["-n", "100", "alice"]),
+                             ("whole journal", [])):
+            wall, peak = measure(ws, *extra)
+            print(f"teamctl logs {label:14} {wall:6.2f} s   peak {peak:6.1f} MB", flush=True)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,255 @@
+"""`teamctl transcript` and `teamctl attach`: one member's conversation as a person reads it.
+
+This module owns reading a member's session file (`.teams/{team}/sessions/{name}.jsonl`, the
+record types of `teamd.agent.session`) for people, following it live, and rendering each
+record: the model's text, each tool call and its (shortened) result, messages in and out,
+compactions. The session file is only ever appended to (a compaction is one more record), so
+reading it from the top covers restarts and compactions; if it ever starts with a
+compaction, the full history that compaction saved in `transcripts/` is shown first.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+from collections.abc import Callable, Generator
+from pathlib import Path
+from typing import Any
+
+from teamctl import output
+from teamd import files
+from teamd.files import Json
+from teamd.layout import Workspace
+
+log = logging.getLogger(__name__)
+
+RESULT_LINES = 3  # lines of a tool result shown
+RESULT_WIDTH = 160  # characters per line of a tool result shown
+INPUT_WIDTH = 120  # characters of a tool's main input shown
+BLANK_TIME = " " * 8  # where a record carries no time (the turns of a saved transcript)
+
+#: the tool input worth showing, per tool (the rest is in the session file)
+MAIN_INPUT = {"bash": "command", "read_file": "path", "write_file": "path", "edit_file": "path",
+              "TaskCreate": "subject", "TaskGet": "task_id", "TaskUpdate": "task_id",
+              "SubmitPlan": "plan", "TeamCreate": "name", "TeamDelete": "name",
+              "Task": "name"}
+_MESSAGE_RE = re.compile(r'<teammate-message sender="([^"]*)" type="([^"]*)"[^>]*>(.*?)'
+                         r"</teammate-message>", re.S)
+
+Paint = Callable[[str, str | None], str]
+
+
+# -- rendering ---------------------------------------------------------------------------
+class Renderer:
+    """Turns session records into lines; `paint` colours (teamctl.output.paint)."""
+
+    def __init__(self, name: str, color: str | None, paint: Paint = output.paint) -> None:
+        self.name = name
+        self.color = color
+        self.paint = paint
+
+    def _line(self, ts: Any, text: str) -> str:
+        when = output.when(ts) if isinstance(ts, int | float) and ts else BLANK_TIME
+        return f"{self.paint(when, 'dim')} {text}"
+
+    def _block(self, ts: Any, head: str, body: str) -> list[str]:
+        """`head` then `body`, its later lines indented under the first."""
+        lines = body.splitlines() or [""]
+        pad = " " * 9 + " " * len(_strip(head))
+        return [self._line(ts, head + lines[0]), *(pad + line for line in lines[1:])]
+
+    def record(self, rec: Json) -> list[str]:
+        kind, ts = rec.get("type"), rec.get("ts")
+        if kind == "assistant":
+            return [line for block in rec.get("content") or [] for line in
+                    self._assistant_block(ts, block)]
+        if kind == "tool_result":
+            return self._result(ts, rec.get("block") or {})
+        if kind == "inbox":
+            return [line for m in rec.get("messages") or [] for line in self._message_in(ts, m)]
+        if kind == "user":
+            return [line for b in rec.get("content") or [] if b.get("type") == "text"
+                    for line in self._block(ts, self.paint("» ", "dim"),
+                                            self.paint(_cut(b.get("text", ""), 800), "dim"))]
+        if kind == "compaction":
+            before = rec.get("before_tokens")
+            size = f" at {before} tokens" if before else ""
+            where = rec.get("transcript") or "transcripts/"
+            head = self.paint(f"── compacted{size}; the full history is in {where}. "
+                              "Summary: ", "magenta")
+            return self._block(ts, head, _cut(str(rec.get("summary", "")), 800))
+        return [self._line(ts, self.paint(f"({kind} record)", "dim"))]
+
+    def _assistant_block(self, ts: Any, block: Json) -> list[str]:
+        kind = block.get("type")
+        if kind == "text":
+            text = str(block.get("text", "")).strip()
+            if not text:
+                return []
+            return self._block(ts, self.paint(f"{self.name}: ", self.color), text)
+        if kind == "tool_use":
+            return [self._line(ts, self._tool_call(str(block.get("name")),
+                                                   block.get("input") or {}))]
+        if kind == "thinking":
+            return self._block(ts, self.paint("(thinking) ", "dim"),
+                               self.paint(_cut(str(block.get("thinking", "")), 400), "dim"))
+        return []
+
+    def _tool_call(self, tool: str, args: Json) -> str:
+        if tool == "SendMessage":
+            kind = args.get("type") or "message"
+            extra = "" if kind == "message" else f" [{kind}]"
+            text = args.get("content") or args.get("reason") or args.get("feedback") or ""
+            return self.paint(f"✉ {self.name} → {args.get('recipient')}{extra}: ", "yellow") \
+                + output.short(str(text), INPUT_WIDTH)
+        key = MAIN_INPUT.get(tool)
+        if key and key in args:
+            shown = str(args[key])
+        else:
+            shown = json.dumps(args, ensure_ascii=False, default=str)
+        return self.paint(f"⚙ {tool}: ", "cyan") + output.short(shown, INPUT_WIDTH)
+
+    def _result(self, ts: Any, block: Json) -> list[str]:
+        text = _text_of(block.get("content"))
+        lines = [output.short(line, RESULT_WIDTH) for line in text.splitlines()
+                 if line.strip()] or ["(no output)"]
+        if len(lines) > RESULT_LINES:
+            lines = [*lines[:RESULT_LINES], f"… {len(lines) - RESULT_LINES} more line(s)"]
+        if block.get("is_error"):
+            return self._block(ts, self.paint("  ✗ ", "red"),
+                               self.paint("\n".join(lines), "red"))
+        return self._block(ts, self.paint("  ↳ ", "dim"), "\n".join(lines))
+
+    def _message_in(self, ts: Any, msg: Json) -> list[str]:
+        kind = msg.get("type", "message")
+        extra = "" if kind == "message" else f" [{kind}]"
+        head = self.paint(f"✉ {msg.get('sender')} → {msg.get('recipient', self.name)}"
+                          f"{extra}: ", "yellow")
+        return self._block(ts, head, _cut(str(msg.get("content", "")), 800))
+
+    def turn(self, turn: Json) -> list[str]:
+        """One Messages API turn of a saved transcript (no times: the API keeps none)."""
+        content = turn.get("content")
+        blocks = [{"type": "text", "text": content}] if isinstance(content, str) else \
+            content or []
+        out: list[str] = []
+        for block in blocks:
+            if not isinstance(block, dict):
+                continue
+            if turn.get("role") == "assistant":
+                out += self._assistant_block(None, block)
+            elif block.get("type") == "tool_result":
+                out += self._result(None, block)
+            elif block.get("type") == "text":
+                text = str(block.get("text", ""))
+                found = list(_MESSAGE_RE.finditer(text))
+                if found:
+                    for m in found:
+                        out += self._message_in(None, {"sender": m.group(1),
+                                                       "type": m.group(2),
+                                                       "content": m.group(3)})
+                else:
+                    out += self._block(None, self.paint("» ", "dim"),
+                                       self.paint(_cut(text, 800), "dim"))
+        return out
+
+
+def _text_of(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(str(b.get("text", "")) for b in content
+                         if isinstance(b, dict) and b.get("type") == "text")
+    return ""
+
+
+def _cut(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _strip(text: str) -> str:
+    return re.sub(r"\x1b\[[0-9;]*m", "", text)
+
+
+# -- reading -----------------------------------------------------------------------------
+def history(ws: Workspace, team: str, name: str, session: Path | None = None
+            ) -> list[Json]:
+    """Every record of the member's conversation, oldest first: the session file, after
+    the turns of the saved transcript if the file starts with a compaction (each such turn
+    comes as {"type": "turn", "turn": …})."""
+    path = session or ws.session(team, name)
+    records = files.read_jsonl(path).records
+    if records and records[0].get("type") == "compaction":
+        saved = _saved_transcript(ws, path, records[0])
+        if saved is not None:
+            turns = files.read_jsonl(saved).records
+            return [*({"type": "turn", "turn": t} for t in turns), *records]
+    return records
+
+
+def _saved_transcript(ws: Workspace, session: Path, record: Json) -> Path | None:
+    rel = record.get("transcript")
+    if not isinstance(rel, str):
+        return None
+    for base in (ws.root, session.parent.parent.parent.parent):
+        candidate = base / rel
+        if candidate.is_file():
+            return candidate
+    # an archived team: transcripts/ sits beside sessions/
+    candidate = session.parent.parent / "transcripts" / Path(rel).name
+    return candidate if candidate.is_file() else None
+
+
+def render(renderer: Renderer, rec: Json) -> list[str]:
+    if rec.get("type") == "turn":
+        return renderer.turn(rec.get("turn") or {})
+    return renderer.record(rec)
+
+
+def follow(path: Path, team_dir: Path, shown: int, poll: float = 1.0
+           ) -> Generator[Json, None, None]:
+    """Session records past the first `shown`, as they are appended; ends when the team's
+    folder is gone. A session file replaced (rewritten with a bad line set aside) is read
+    again, skipping the records already shown; one not there yet is waited for."""
+    from teamd.watch import Watcher
+
+    with Watcher([p for p in (team_dir, path.parent) if p.is_dir()]) as watcher:
+        fd: int | None = None
+        offset = count = 0
+        try:
+            while True:
+                try:
+                    ino: int | None = path.stat().st_ino
+                except FileNotFoundError:
+                    ino = None
+                if fd is not None:
+                    size = os.fstat(fd).st_size
+                    data = os.pread(fd, size - offset, offset) if size > offset else b""
+                    cut = data.rfind(b"\n") + 1  # a torn tail waits for its newline
+                    offset += cut
+                    for rec in files.parse_lines(data[:cut]).records:
+                        count += 1
+                        if count > shown:
+                            yield rec
+                if ino is not None and (fd is None or os.fstat(fd).st_ino != ino):
+                    if fd is not None:
+                        os.close(fd)
+                    fd = _open(path)
+                    shown, offset, count = max(shown, count), 0, 0
+                    watcher.add(path.parent)  # sessions/ may be new
+                    continue
+                if not team_dir.is_dir():
+                    return
+                watcher.wait(poll)
+        finally:
+            if fd is not None:
+                os.close(fd)
+
+
+def _open(path: Path) -> int | None:
+    try:
+        return os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None

@@ -6,6 +6,7 @@ base URL come only from the environment and are never written anywhere.
 
 from __future__ import annotations
 
+import difflib
 import os
 import tomllib
 from collections.abc import Mapping
@@ -19,7 +20,7 @@ from teamd.layout import Workspace
 
 @dataclass(frozen=True)
 class Settings:
-    model: str = "claude-sonnet-4-5"
+    model: str = "claude-sonnet-5-5"
     max_tokens: int = 8000
     idle_timeout: float = 60
     compact_threshold: int = 150000
@@ -32,6 +33,8 @@ class Settings:
     stop_timeout: float = 20
     events_max_bytes: int = 67108864
     events_keep: int = 5
+    retry_max_wait: float = 60
+    api_timeout: float = 600
 
     def as_toml_table(self) -> dict[str, Any]:
         return asdict(self)
@@ -58,7 +61,18 @@ def _coerce(key: str, value: Any, kind: type, source: str) -> Any:
                        f"got {value!r}") from None
     if number < 0:
         raise BadInput(f"{source}: {key} must not be negative")
+    if number == 0 and key in _POSITIVE:
+        raise BadInput(f"{source}: {key} must be more than 0")
     return number
+
+
+# a call bounded by 0 s could never be answered
+_POSITIVE = frozenset({"api_timeout"})
+
+
+def _did_you_mean(key: str) -> str:
+    close = difflib.get_close_matches(key, [f.name for f in fields(Settings)], n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 def load(ws: Workspace, environ: Mapping[str, str] | None = None) -> Settings:
@@ -84,7 +98,7 @@ def load(ws: Workspace, environ: Mapping[str, str] | None = None) -> Settings:
             kinds = {f.name: f.type for f in fields(Settings)}
             for key, value in table.items():
                 if key not in kinds:
-                    raise BadInput(f"{path}: unknown setting {key!r}")
+                    raise BadInput(f"{path}: unknown setting {key!r}{_did_you_mean(key)}")
                 values[key] = _coerce(key, value, _kind(key), str(path))
         base = Settings(**values)
         if environ is None:

@@ -13,10 +13,11 @@ from teamd.errors import BadInput
 from teamd.layout import Workspace
 
 CONTRACT_DEFAULTS = {
-    "model": "claude-sonnet-4-5", "max_tokens": 8000, "idle_timeout": 60,
+    "model": "claude-sonnet-5-5", "max_tokens": 8000, "idle_timeout": 60,
     "compact_threshold": 150000, "bash_timeout": 120, "backoff_initial": 1,
     "backoff_max": 60, "backoff_reset": 60, "restart_limit": 5, "restart_window": 60,
     "stop_timeout": 20, "events_max_bytes": 67108864, "events_keep": 5,
+    "retry_max_wait": 60, "api_timeout": 600,
 }
 
 

@@ -73,6 +73,11 @@ class Workspace:
     def supervisor_info(self) -> Path:
         return self.teams_dir / "teamd.json"
 
+    @property
+    def ratelimit_file(self) -> Path:
+        """The shared API back-off of the root (CONTRACT.md section 12)."""
+        return self.teams_dir / "ratelimit.json"
+
     def team_names(self) -> list[str]:
         """Teams on disk (folders holding a config.json), sorted."""
         if not self.teams_dir.is_dir():

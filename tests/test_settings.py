@@ -120,3 +120,33 @@ def test_bad_environment_values_are_refused_naming_the_variable(
     monkeypatch.setenv(var, value)
     with pytest.raises(BadInput, match=var):
         settings.load(ws)
+
+
+def test_an_unknown_key_says_did_you_mean(ws: Workspace) -> None:
+    ws.settings_file.write_text("retry_max_wiat = 5\n")
+    with pytest.raises(BadInput, match="unknown setting 'retry_max_wiat' "
+                                       r"\(did you mean 'retry_max_wait'\?\)"):
+        settings.load(ws)
+    ws.settings_file.write_text("zzz = 5\n")
+    with pytest.raises(BadInput) as info:
+        settings.load(ws)
+    assert "did you mean" not in str(info.value)  # nothing close: no guess
+
+
+def test_retry_and_timeout_settings_from_the_file_and_the_environment(
+        ws: Workspace, monkeypatch: pytest.MonkeyPatch) -> None:
+    ws.settings_file.write_text("retry_max_wait = 5\napi_timeout = 30\n")
+    conf = settings.load(ws)
+    assert (conf.retry_max_wait, conf.api_timeout) == (5, 30)
+    monkeypatch.setenv("TEAMD_RETRY_MAX_WAIT", "2.5")
+    monkeypatch.setenv("TEAMD_API_TIMEOUT", "7")
+    conf = settings.load(ws)
+    assert (conf.retry_max_wait, conf.api_timeout) == (2.5, 7)
+
+
+def test_a_zero_api_timeout_is_refused(ws: Workspace) -> None:
+    ws.settings_file.write_text("api_timeout = 0\n")
+    with pytest.raises(BadInput, match="api_timeout must be more than 0"):
+        settings.load(ws)
+    ws.settings_file.write_text("retry_max_wait = 0\n")  # retry at once: allowed
+    assert settings.load(ws).retry_max_wait == 0

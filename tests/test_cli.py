@@ -20,7 +20,7 @@ import pytest
 from typer.testing import CliRunner, Result
 
 from teamctl.cli import app
-from teamd import actions, board, events, inbox, requests, roster
+from teamd import actions, board, events, inbox, requests, roster, settings
 from teamd.errors import BadInput, TeamdError
 from teamd.layout import Workspace
 from tests.harness import wait_until
@@ -65,7 +65,9 @@ def test_init_writes_defaults_once(ws: Workspace) -> None:
     out = cli(ws.root, "init")
     assert str(ws.settings_file) in out.stdout
     table = tomllib.loads(ws.settings_file.read_text())
-    assert table["idle_timeout"] == 60 and table["events_keep"] == 5 and len(table) == 13
+    assert table["idle_timeout"] == 60 and table["events_keep"] == 5
+    assert table["retry_max_wait"] == 60 and table["api_timeout"] == 600
+    assert set(table) == set(settings.Settings().as_toml_table())  # every key
     again = cli(ws.root, "init", ok=False)
     assert isinstance(again.exception, BadInput)
     ws.settings_file.write_text("idle_timeout = 1\n")

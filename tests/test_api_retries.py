@@ -222,3 +222,33 @@ def test_a_response_that_never_ends_is_cut_after_api_timeout(
     assert errors == ["model API: no answer within 2 s"]
     assert not events_of(ws, "alice", "rate_limited")  # a cut call is no rate limit
 
+
+
+def test_a_refused_member_waits_for_a_message_without_sleeping(
+        ws: Workspace, server: ScriptedServer, workdir: Path) -> None:
+    # asleep, work on the board would wake it into the same refusal, again and again
+    server.add_rule({"name": "good", "agent": "alice", "contains": "GOOD-2",
+                     "reply": send_to_lead("MENDED")})
+    server.add_rule({"name": "400", "agent": "alice", "contains": "BAD-1", "error": 400})
+    make_team(ws, workdir, "alice", "bob")
+    with running_teamd(ws, server.url, idle_timeout=1):
+        actions.send(ws, TEAM, "alice", "BAD-1 please")
+        wait_until(lambda: "not retried" in last_error(ws, "alice"), T, "the refusal")
+        wait_status(ws, "alice", "idle")
+        pid = live_pid(ws, TEAM, "alice")
+        # the control: bob, idle from after alice's refusal on, goes to sleep at idle_timeout
+        actions.send(ws, TEAM, "bob", "hello bob")
+        wait_until(lambda: any(e["to"] == "idle" for e in events_of(ws, "bob", "status")
+                               if e["ts"] > refused_at(ws)), T, "bob idle after the refusal")
+        wait_status(ws, "bob", "sleeping")
+        assert member(ws, TEAM, "alice")["status"] == "idle"
+        assert live_pid(ws, TEAM, "alice") == pid  # still up, still waiting
+        actions.send(ws, TEAM, "alice", "GOOD-2 now")
+        lead_got(ws, lambda m: m["content"] == "MENDED", "the answer to the next message")
+        assert live_pid(ws, TEAM, "alice") == pid
+    assert [r["rule"] for r in server.requests if r["agent"] == "alice"].count("400") == 1
+
+
+def refused_at(ws: Workspace) -> float:
+    """When alice's refusal was journaled (its failed model_call)."""
+    return max(e["ts"] for e in events_of(ws, "alice", "model_call") if e["error"])

@@ -150,8 +150,9 @@ class Member:
         return None
 
     def idle(self, claim: bool = True) -> int | None:
-        """Wait for work (only for a message with `claim` False). None = back to work; an
-        exit code = leave."""
+        """Wait for work. None = back to work; an exit code = leave. With `claim` False
+        (after an answer retrying cannot mend) only a message ends the wait: no task is
+        taken, and no sleep, from which work would wake it into the same refusal."""
         deadline = time.monotonic() + self.conf.idle_timeout
         watcher = self.idle_watcher()
         watcher.drain()  # changes made while busy: what they brought is checked below
@@ -178,13 +179,16 @@ class Member:
                     self.session.append({"type": "user", "claimed": task["id"], "content": [
                         {"type": "text", "text": text + "</auto-claimed>"}]})
                     return None
+            if not claim:
+                self.wait_on(watcher, None)
+                continue
             left = deadline - time.monotonic()
             if left <= 0:
                 log.info("idle for %gs: going to sleep", self.conf.idle_timeout)
                 return EXIT_SLEEP
             self.wait_on(watcher, left)
 
-    def wait_on(self, watcher: Watcher, timeout: float) -> None:
+    def wait_on(self, watcher: Watcher, timeout: float | None) -> None:
         """`watcher.wait(timeout)` that a signal also ends (see `run`): on return to
         Python its handler runs."""
         also = [self.wakeup] if self.wakeup >= 0 else []

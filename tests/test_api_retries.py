@@ -82,6 +82,24 @@ def test_a_burst_of_429_and_529_is_retried_by_the_harness(
     assert not told_lead(ws, "cannot reach the model")  # a blip is not news
 
 
+def test_trouble_that_lasts_is_told_to_the_lead_once(
+        ws: Workspace, server: ScriptedServer, workdir: Path) -> None:
+    server.add_rule({"agent": "alice", "contains": "LONG-1", "times": 7,
+                     "error": {"status": 503, "retry_after": 0}})
+    server.add_rule({"agent": "alice", "contains": "LONG-1", "reply": send_to_lead("BACK")})
+    make_team(ws, workdir, "alice")
+    with running_teamd(ws, server.url):
+        wait_status(ws, "alice", "idle")
+        actions.send(ws, TEAM, "alice", "LONG-1 are you there?")
+        lead_got(ws, lambda m: m["content"] == "BACK", "the answer after the outage")
+        wait_status(ws, "alice", "idle")
+        assert member(ws, TEAM, "alice")["last_error"] is None
+    assert [r["status"] for r in requests_with(server, "LONG-1")] == [503] * 7 + [200]
+    told = told_lead(ws, "cannot reach the model")
+    assert len(told) == 1 and "503" in told[0]["content"]
+    assert not events_of(ws, "alice", "rate_limited")  # a 503 is no rate limit
+
+
 def test_a_429_asking_for_an_hour_waits_retry_max_wait_in_the_open_and_a_shutdown_ends_it(
         ws: Workspace, server: ScriptedServer, workdir: Path) -> None:
     server.add_rule({"agent": "alice", "contains": "HOUR-1",

@@ -35,7 +35,7 @@ TELL_LEAD_AFTER = 5  # failed tries in a row before the lead hears of retryable 
 
 class Leave(Exception):
     """Raised from a wait deep in a call (a retry, the shared back-off) when the member has
-    approved a shutdown: it unwinds to `run`, which exits with `code`."""
+    approved a shutdown: it unwinds to `run_member`, which exits with `code`."""
 
     def __init__(self, code: int) -> None:
         super().__init__(code)
@@ -48,7 +48,10 @@ def run_member(ws: Workspace, team: str, name: str) -> int:
                         format=f"%(asctime)s {name}@{team} %(levelname)s %(message)s")
     for noisy in ("httpx", "httpx2", "anthropic"):  # one INFO line per request otherwise
         logging.getLogger(noisy).setLevel(logging.WARNING)
-    return Member(ws, team, name).run()
+    try:
+        return Member(ws, team, name).run()
+    except Leave as leaving:
+        return leaving.code
 
 
 class Member:
@@ -94,17 +97,14 @@ class Member:
                 {"type": "text", "text": self.prompt}]})
         for use in self.session.pending_tool_uses():
             self.record_result(use["id"], INTERRUPTED, is_error=True)
-        try:
-            while True:
-                if self.session.ends_with_reply():
-                    code = self.idle()
-                    if code is not None:
-                        return code
-                code = self.turn()
+        while True:
+            if self.session.ends_with_reply():
+                code = self.idle()
                 if code is not None:
                     return code
-        except Leave as leaving:
-            return leaving.code
+            code = self.turn()
+            if code is not None:
+                return code
 
     def on_sigterm(self, signum: int, frame: object) -> None:
         # The session is already on disk (every record is fsynced as it is written); what

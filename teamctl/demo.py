@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from teamctl import output
-from teamd import actions, board, events, files, pidfile, roster
+from teamd import actions, board, events, files, pidfile, roster, settings
 from teamd.errors import TeamdError
 from teamd.layout import Workspace
 from teamd.watch import wait_for
@@ -80,7 +80,7 @@ def run(root: Path | None, timeout: float) -> None:
     env = dict(os.environ)
     server = None
     if env.get("ANTHROPIC_API_KEY"):
-        print(f"Using Claude ({env.get('TEAMD_MODEL', 'claude-sonnet-4-5')}) with your "
+        print(f"Using Claude ({env.get('TEAMD_MODEL') or settings.Settings().model}) with your "
               "ANTHROPIC_API_KEY.")
     else:
         from teamd.scripted.server import ScriptedServer

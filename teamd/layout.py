@@ -89,6 +89,11 @@ class Workspace:
                       if p.name.startswith(f"{team}-") and ARCHIVE_TS_RE.fullmatch(
                           p.name[len(team) + 1:]))
 
+    @property
+    def ratelimit_file(self) -> Path:
+        """The shared API back-off of the root (CONTRACT.md section 12)."""
+        return self.teams_dir / "ratelimit.json"
+
     def team_names(self) -> list[str]:
         """Teams on disk (folders holding a config.json), sorted."""
         if not self.teams_dir.is_dir():

@@ -67,6 +67,23 @@ def reset_signals() -> None:
     signal.pthread_sigmask(signal.SIG_SETMASK, set())
 
 
+OOM_SCORE_ADJ = "/proc/self/oom_score_adj"
+OOM_SCORE_ADJ_MAX = 1000
+
+
+def raise_oom_score_adj(by: int = 500) -> None:
+    """Offer this process to the kernel's OOM killer before its parent: a teammate is
+    restarted by policy, the supervisor is not. Raising needs no privilege (lowering
+    would). Best effort: where /proc says no, the teammate runs as it is."""
+    try:
+        with open(OOM_SCORE_ADJ, "r+") as fh:
+            current = int(fh.read().strip() or 0)
+            fh.seek(0)
+            fh.write(str(min(OOM_SCORE_ADJ_MAX, current + by)))
+    except (OSError, ValueError) as exc:
+        log.warning("cannot raise oom_score_adj: %s", exc)
+
+
 def close_fds(keep: Iterable[int] = ()) -> None:
     """Close every inherited descriptor above stderr except `keep` (the supervisor's lock,
     inotify and sockets must not outlive it in a child)."""

@@ -38,7 +38,7 @@ def _no_permissions() -> Permissions:
 
 @dataclass(frozen=True)
 class Settings:
-    model: str = "claude-sonnet-4-5"
+    model: str = "claude-sonnet-5-5"
     max_tokens: int = 8000
     idle_timeout: float = 60
     compact_threshold: int = 150000
@@ -51,8 +51,10 @@ class Settings:
     stop_timeout: float = 20
     events_max_bytes: int = 67108864
     events_keep: int = 5
+    retry_max_wait: float = 60
     permission_timeout: float = 0
     hook_timeout: float = 300
+    api_timeout: float = 600
     permissions: Permissions = field(default_factory=_no_permissions)
     #: hook name → shell command, only the hooks that are set
     hooks: Mapping[str, str] = field(default_factory=dict)
@@ -83,7 +85,18 @@ def _coerce(key: str, value: Any, kind: type, source: str) -> Any:
                        f"got {value!r}") from None
     if number < 0:
         raise BadInput(f"{source}: {key} must not be negative")
+    if number == 0 and key in _POSITIVE:
+        raise BadInput(f"{source}: {key} must be more than 0")
     return number
+
+
+# a call bounded by 0 s could never be answered
+_POSITIVE = frozenset({"api_timeout"})
+
+
+def _did_you_mean(key: str) -> str:
+    close = difflib.get_close_matches(key, [f.name for f in fields(Settings)], n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 def load(ws: Workspace, environ: Mapping[str, str] | None = None) -> Settings:
@@ -109,7 +122,7 @@ def load(ws: Workspace, environ: Mapping[str, str] | None = None) -> Settings:
             kinds = {f.name: f.type for f in fields(Settings)}
             for key, value in table.items():
                 if key not in kinds:
-                    raise BadInput(f"{path}: unknown setting {key!r}")
+                    raise BadInput(f"{path}: unknown setting {key!r}{_did_you_mean(key)}")
                 if key in TABLES:
                     values[key] = _parse_table(key, value, str(path))
                     continue

@@ -23,6 +23,7 @@ import psutil
 
 from teamd import __version__, actions, board, events, files, inbox, pidfile, policy, roster
 from teamd import settings as settings_mod
+from teamd.deprecations import lookup as model_deprecation
 from teamd.errors import TeamdError
 from teamd.files import Json
 from teamd.layout import LEAD, NAME_RE, SUPERVISOR, Workspace
@@ -35,6 +36,7 @@ from teamd.proc import (
     describe_exit,
     die_with_parent,
     drain_fd,
+    raise_oom_score_adj,
     redirect_stdio,
     reset_signals,
     wipe_environ_block,
@@ -132,6 +134,7 @@ class Supervisor:
         self.children: dict[int, Child] = {}
         self.crashes: dict[tuple[str, str], policy.CrashHistory] = {}
         self.orphans: dict[tuple[int, float], float] = {}  # (pid, start) → first seen
+        self.models_checked: set[tuple[str, str]] = set()  # (team, model) since this start
         self.sig_queue: list[int] = []
         self.stopping = False
         self.notifier = Notifier.from_env()
@@ -304,6 +307,7 @@ class Supervisor:
                        now: float) -> None:
         deleting = config.get("state") == "deleting"
         members = config["members"]
+        self.journal_deprecated_models(team, members)
         live = {m["name"] for m in members if (team, m["name"]) in by_member
                 or roster.is_live(m)}
         wake: list[str] = []
@@ -355,6 +359,19 @@ class Supervisor:
                 self._watcher.remove(self.ws.team_dir(team))
                 self._watcher.remove(self.ws.tasks_dir(team))
             log.info("team_deleted: %s", team)
+
+    def journal_deprecated_models(self, team: str, members: list[Json]) -> None:
+        """`model_deprecated` once per model per start into each team that uses it."""
+        for m in members:
+            used = m.get("model") or self.conf.model
+            if (team, used) in self.models_checked:
+                continue
+            self.models_checked.add((team, used))
+            found = model_deprecation(used)
+            if found is not None:
+                log.warning("team %s: %s", team, found.warning())
+                events.emit(self.ws, team, "model_deprecated", model=used,
+                            retires=found.retires)
 
     def end_orphan(self, team: str, name: str, proc: psutil.Process, now: float) -> None:
         """A live process of the member that is not our child: an earlier supervisor's,
@@ -454,6 +471,7 @@ class Supervisor:
             die_with_parent(signal.SIGTERM, self.pid)
             reset_signals()
             redirect_stdio(str(self.ws.member_log(team, name)))
+            raise_oom_score_adj()
             close_fds(keep=[go_r])
             scrub_child_env(os.environ)
             wipe_environ_block(NOTIFY_ENV_KEYS)

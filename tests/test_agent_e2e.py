@@ -8,7 +8,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,7 +16,6 @@ import psutil
 import pytest
 
 from teamd import actions, board, files, inbox, requests
-from teamd.agent import loop
 from teamd.layout import Workspace
 from teamd.scripted import ScriptedServer
 from tests.harness import journal, live_pid, member, running_teamd, wait_until
@@ -477,81 +475,7 @@ def test_compaction_keeps_identity(ws: Workspace, server: ScriptedServer,
     assert "BIG-CTX-aa01" in transcript.read_text()
 
 
-# -- 9. API faults -----------------------------------------------------------------------
-def test_overload_and_rate_limit_bursts_are_survived(ws: Workspace, server: ScriptedServer,
-                                                     workdir: Path) -> None:
-    # within the SDK's retries: 3x 529 then 1x 429, then an answer
-    server.add_rule({"agent": "alice", "contains": "BURST-1", "times": 3,
-                     "error": {"status": 529, "retry_after": 0}})
-    server.add_rule({"agent": "alice", "contains": "BURST-1", "times": 1,
-                     "error": {"status": 429, "retry_after": 0}})
-    server.add_rule({"agent": "alice", "contains": "BURST-1", "reply": send_to_lead("SURVIVED")})
-    make_team(ws, workdir, "alice")
-    with running_teamd(ws, server.url):
-        wait_status(ws, "alice", "idle")
-        pid = live_pid(ws, TEAM, "alice")
-        actions.send(ws, TEAM, "alice", "BURST-1 are you there?")
-        lead_got(ws, lambda m: m["content"] == "SURVIVED", "the answer after the burst")
-        wait_status(ws, "alice", "idle")
-        m = member(ws, TEAM, "alice")
-        assert m["last_error"] is None and m["restarts"] == 0
-        assert live_pid(ws, TEAM, "alice") == pid
-    statuses = [r["status"] for r in server.requests if "BURST-1" in r["last_user_text"]]
-    assert statuses == [529, 529, 529, 429, 200]
-    assert not [e for e in events_of(ws, "alice", "model_call") if e["error"]]
-    assert not [m for m in lead_inbox(ws) if "cannot reach the model" in m["content"]]
-
-
-def test_overload_past_the_sdk_retries_is_reported_and_recovered(
-        ws: Workspace, server: ScriptedServer, workdir: Path) -> None:
-    # more 529s than the SDK retries: the teammate says so, waits, and tries again
-    server.add_rule({"agent": "alice", "contains": "BURST-2", "times": 6,
-                     "error": {"status": 529, "retry_after": 0}})
-    server.add_rule({"agent": "alice", "contains": "BURST-2", "reply": send_to_lead("RECOVERED")})
-    make_team(ws, workdir, "alice")
-    with running_teamd(ws, server.url):
-        wait_status(ws, "alice", "idle")
-        pid = live_pid(ws, TEAM, "alice")
-        actions.send(ws, TEAM, "alice", "BURST-2 are you there?")
-        told = lead_got(ws, lambda m: "cannot reach the model" in m["content"], "the warning")
-        assert told["sender"] == "alice" and "529" in told["content"]
-        m = member(ws, TEAM, "alice")
-        assert "529 overloaded" in m["last_error"] and "retrying in" in m["last_error"]
-        assert m["status"] == "active"  # still at it: not backoff, not failed
-        assert live_pid(ws, TEAM, "alice") == pid
-        lead_got(ws, lambda m: m["content"] == "RECOVERED", "the answer after recovery",
-                 timeout=30)
-        wait_status(ws, "alice", "idle")
-        m = member(ws, TEAM, "alice")
-        assert m["last_error"] is None and m["restarts"] == 0
-        assert live_pid(ws, TEAM, "alice") == pid
-    assert not exit_codes(ws, "alice")[:-1]  # no exit before teamd stopped it
-    errors = [e for e in events_of(ws, "alice", "model_call") if e["error"]]
-    assert len(errors) == 1 and "529" in errors[0]["error"]
-    warnings = [m for m in lead_inbox(ws) if "cannot reach the model" in m["content"]]
-    assert len(warnings) == 1
-
-
-def test_shutdown_while_the_api_is_down_is_approved_without_waiting(
-        ws: Workspace, server: ScriptedServer, workdir: Path) -> None:
-    server.add_rule({"agent": "alice", "contains": "DOWN-9",
-                     "error": {"status": 529, "retry_after": 0}})
-    make_team(ws, workdir, "alice")
-    with running_teamd(ws, server.url):
-        wait_status(ws, "alice", "idle")
-        pid = live_pid(ws, TEAM, "alice")
-        assert pid is not None
-        actions.send(ws, TEAM, "alice", "DOWN-9 are you there?")
-        wait_until(lambda: "529" in (member(ws, TEAM, "alice")["last_error"] or ""), T,
-                   "the trouble to be reported")
-        asked_at = time.monotonic()
-        rid = actions.shutdown(ws, TEAM, "alice")["request"]["request_id"]
-        answer = lead_got(ws, lambda m: m["type"] == "shutdown_response", "the answer")
-        # woken from its back-off by the request, not after it (API_RETRY_FIRST = 5 s)
-        assert time.monotonic() - asked_at < loop.API_RETRY_FIRST
-        assert (answer["request_id"], answer["approve"]) == (rid, True)
-        assert answer["reason"] == "the model API is unavailable"
-        assert_shut_down(ws, "alice", pid)
+# -- 9. API faults: tests/test_api_retries.py -----------------------------------------
 
 
 # -- 10. file tools stay inside the working directory ------------------------------------

@@ -392,3 +392,56 @@ def test_module_cli_bad_scenario_exits_2(tmp_path: Path) -> None:
     assert done.stdout == ""
     assert len(done.stderr.strip().splitlines()) == 1
     assert "nth" in done.stderr
+
+
+def test_an_hours_retry_after_and_5xx_answers(server: ScriptedServer) -> None:
+    server.add_rule({"contains": "hour", "error": {"status": 429, "retry_after": 3600}})
+    server.add_rule({"contains": "busy", "error": 529})
+    server.add_rule({"contains": "broken", "error": 503})
+    with pytest.raises(anthropic.RateLimitError) as limited:
+        ask(server, "an hour", max_retries=0)
+    assert limited.value.response.headers["retry-after"] == "3600"
+    with pytest.raises(anthropic.APIStatusError) as busy:
+        ask(server, "busy", max_retries=0)
+    assert busy.value.status_code == 529
+    assert busy.value.body["error"]["type"] == "overloaded_error"  # type: ignore[index]
+    with pytest.raises(anthropic.InternalServerError) as broken:
+        ask(server, "broken", max_retries=0)
+    assert broken.value.status_code == 503 and "retry-after" not in broken.value.response.headers
+
+
+def test_a_trickle_never_ends_and_a_raw_body_is_no_message(server: ScriptedServer) -> None:
+    server.add_rule({"contains": "slow", "trickle": 0.05})
+    started = time.monotonic()
+    with anthropic.Anthropic(base_url=server.url, api_key="k", max_retries=0,
+                             timeout=anthropic.Timeout(1.0, read=0.5)) as c:
+        # a byte every 0.05 s keeps a 0.5 s read timeout from ever firing: only a
+        # bound on the whole call could end this, so here the test's own thread does
+        done = threading.Event()
+
+        def call() -> None:
+            try:
+                c.messages.create(model=MODEL, max_tokens=10,
+                                  messages=[{"role": "user", "content": "slow"}])
+            except anthropic.APIConnectionError:
+                pass
+            done.set()
+
+        threading.Thread(target=call, daemon=True).start()
+        assert not done.wait(1.5)  # still going after three read timeouts
+        server.stop()  # the trickle ends with the server
+        assert done.wait(5)
+    assert time.monotonic() - started >= 1.5
+    with ScriptedServer({"rules": [{"raw": "<html>oops</html>"}]}) as junk:
+        with pytest.raises(json.JSONDecodeError):
+            ask(junk, "junk")
+        assert [r["status"] for r in junk.requests] == [200]
+
+
+def test_trickle_and_raw_are_checked(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match=r"rules\[0\].trickle"):
+        Scenario.from_dict({"rules": [{"trickle": 0}]})
+    with pytest.raises(ValueError, match=r"rules\[0\].raw"):
+        Scenario.from_dict({"rules": [{"raw": 3}]})
+    with pytest.raises(ValueError, match="exclude each other"):
+        Scenario.from_dict({"rules": [{"raw": "x", "error": 500}]})

@@ -14,11 +14,12 @@ from teamd.errors import BadInput
 from teamd.layout import Workspace
 
 CONTRACT_DEFAULTS = {
-    "model": "claude-sonnet-4-5", "max_tokens": 8000, "idle_timeout": 60,
+    "model": "claude-sonnet-5-5", "max_tokens": 8000, "idle_timeout": 60,
     "compact_threshold": 150000, "bash_timeout": 120, "backoff_initial": 1,
     "backoff_max": 60, "backoff_reset": 60, "restart_limit": 5, "restart_window": 60,
     "stop_timeout": 20, "events_max_bytes": 67108864, "events_keep": 5,
     "permission_timeout": 0, "hook_timeout": 300,
+    "retry_max_wait": 60, "api_timeout": 600,
 }
 #: what `teamctl init` writes besides the flat table (the hooks are comments)
 INIT_TABLES = {"permissions": {"default": "allow", "allow": [], "ask": [], "deny": []},
@@ -183,3 +184,31 @@ def test_a_member_keeps_the_rules_in_force_when_the_file_breaks(ws: Workspace) -
     assert settings.load_or_keep(ws, good) is good
     ws.settings_file.write_text('[permissions]\ndeny = ["bash(mv*)"]\n')
     assert [r.text for r in settings.load_or_keep(ws, good).permissions.deny] == ["bash(mv*)"]
+def test_an_unknown_key_says_did_you_mean(ws: Workspace) -> None:
+    ws.settings_file.write_text("retry_max_wiat = 5\n")
+    with pytest.raises(BadInput, match="unknown setting 'retry_max_wiat' "
+                                       r"\(did you mean 'retry_max_wait'\?\)"):
+        settings.load(ws)
+    ws.settings_file.write_text("zzz = 5\n")
+    with pytest.raises(BadInput) as info:
+        settings.load(ws)
+    assert "did you mean" not in str(info.value)  # nothing close: no guess
+
+
+def test_retry_and_timeout_settings_from_the_file_and_the_environment(
+        ws: Workspace, monkeypatch: pytest.MonkeyPatch) -> None:
+    ws.settings_file.write_text("retry_max_wait = 5\napi_timeout = 30\n")
+    conf = settings.load(ws)
+    assert (conf.retry_max_wait, conf.api_timeout) == (5, 30)
+    monkeypatch.setenv("TEAMD_RETRY_MAX_WAIT", "2.5")
+    monkeypatch.setenv("TEAMD_API_TIMEOUT", "7")
+    conf = settings.load(ws)
+    assert (conf.retry_max_wait, conf.api_timeout) == (2.5, 7)
+
+
+def test_a_zero_api_timeout_is_refused(ws: Workspace) -> None:
+    ws.settings_file.write_text("api_timeout = 0\n")
+    with pytest.raises(BadInput, match="api_timeout must be more than 0"):
+        settings.load(ws)
+    ws.settings_file.write_text("retry_max_wait = 0\n")  # retry at once: allowed
+    assert settings.load(ws).retry_max_wait == 0

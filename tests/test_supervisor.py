@@ -535,3 +535,26 @@ def test_leftover_processes_are_ended_and_reused_pids_never_signalled(
             p.wait(10)
             if p.stdout is not None:
                 p.stdout.close()
+
+
+# -- the kernel kills a teammate before the supervisor (CONTRACT.md section 9) -----------
+def oom_score_adj(pid: int) -> int:
+    return int(Path(f"/proc/{pid}/oom_score_adj").read_text())
+
+
+def test_a_teammate_raises_its_oom_score_adj_by_500(ws: Workspace,
+                                                    server: ScriptedServer) -> None:
+    make_team(ws, "alice")
+    with running_teamd(ws, server.url, **SETTINGS) as daemon:
+        pid = up(ws, "alice")
+        assert oom_score_adj(pid) == min(1000, oom_score_adj(daemon.pid) + 500)
+        assert oom_score_adj(daemon.pid) < oom_score_adj(pid)
+
+
+def test_oom_score_adj_is_capped_at_1000() -> None:
+    code = ("from pathlib import Path; from teamd.proc import raise_oom_score_adj\n"
+            "p = Path('/proc/self/oom_score_adj'); p.write_text('700')\n"
+            "raise_oom_score_adj(); print(p.read_text().strip())")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, timeout=60)
+    assert out.stdout.split() == ["1000"]

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from teamd import actions, board, events, files, inbox, requests, roster, settings
+from teamd import actions, board, events, files, inbox, ratelimit, requests, roster, settings
 from teamd.agent import context, model
 from teamd.agent.session import INTERRUPTED, Session, compacted_head
 from teamd.agent.tools import Blocked, Toolbox, specs_for
@@ -31,8 +31,18 @@ from teamd.watch import Watcher
 
 log = logging.getLogger(__name__)
 
-API_RETRY_FIRST, API_RETRY_MAX = 5.0, 120.0
 IDLE_HOOK_TURNS = 3  # <hook-feedback> turns in a row before a teammate goes idle anyway
+RETRY_FIRST = 1.0  # the first wait before retrying the model API; doubling to retry_max_wait
+TELL_LEAD_AFTER = 5  # failed tries in a row before the lead hears of retryable trouble
+
+
+class Leave(Exception):
+    """Raised from a wait deep in a call (a retry, the shared back-off) when the member has
+    approved a shutdown: it unwinds to `run_member`, which exits with `code`."""
+
+    def __init__(self, code: int) -> None:
+        super().__init__(code)
+        self.code = code
 
 
 def run_member(ws: Workspace, team: str, name: str) -> int:
@@ -41,7 +51,10 @@ def run_member(ws: Workspace, team: str, name: str) -> int:
                         format=f"%(asctime)s {name}@{team} %(levelname)s %(message)s")
     for noisy in ("httpx", "httpx2", "anthropic"):  # one INFO line per request otherwise
         logging.getLogger(noisy).setLevel(logging.WARNING)
-    return Member(ws, team, name).run()
+    try:
+        return Member(ws, team, name).run()
+    except Leave as leaving:
+        return leaving.code
 
 
 class Member:
@@ -65,14 +78,13 @@ class Member:
                                waiter=self.await_permission)
         self.specs = specs_for(self.kind)
         self.session = Session.load(ws.session(team, name))
-        self.client = model.make_client()
+        self.client = model.make_client(self.conf.api_timeout)
         self.status: str | None = member.get("status")
         self.last_context = 0
-        self.api_delay = API_RETRY_FIRST
-        self.api_wait = 0.0
+        self.api_failures = 0  # failed model calls in a row
         self.watcher: Watcher | None = None
         self.wakeup = -1  # read end of the signal wakeup pipe (see `run`)
-        self.api_trouble_told = False
+        self.api_told: set[str] = set()  # the lead heard of this trouble ("retrying", …)
         self.turn_ended = False  # the model ended a turn in this process: tell the lead
         # teamd's last_error (why it was in backoff) holds until this process is up
         self.error_of_last_run = member.get("last_error") is not None
@@ -120,13 +132,9 @@ class Member:
             self.compact()
         self.note_shutdown_asks(self.take_inbox())
         reply = self.ask_model(context.micro_compact(self.session.messages(self.identity)))
-        if reply is None:  # the API failed past the SDK's retries (see api_trouble)
-            for rid in self.shutdown_asks:
-                if requests.get(self.ws, self.team, rid)["status"] == "pending":
-                    # the model cannot answer it: the harness does, as at the end of a turn
-                    return self.approve_shutdown(rid, "the model API is unavailable")
-            self.wait_for_inbox(self.api_wait)
-            return None
+        if reply is None:  # an answer retrying cannot mend (see api_refused)
+            self.leave_if_asked("the model API is unavailable")
+            return self.idle(claim=False)  # the next message may mend it: try again then
         self.last_context = context.context_size(reply.usage)
         content = reply.content or [{"type": "text", "text": "(no reply)"}]
         self.session.append({"type": "assistant", "content": content,
@@ -231,8 +239,10 @@ class Member:
                 return rid
         return None
 
-    def idle(self) -> int | None:
-        """Wait for work. None = back to work; an exit code = leave."""
+    def idle(self, claim: bool = True) -> int | None:
+        """Wait for work. None = back to work; an exit code = leave. With `claim` False
+        (after an answer retrying cannot mend) only a message ends the wait: no task is
+        taken, and no sleep, from which work would wake it into the same refusal."""
         deadline = time.monotonic() + self.conf.idle_timeout
         watcher = self.idle_watcher()
         watcher.drain()  # changes made while busy: what they brought is checked below
@@ -250,7 +260,7 @@ class Member:
                 return self.approve_shutdown(asks[0]["request_id"], "idle")
             if new:
                 return None
-            if self.kind != "lead":
+            if claim and self.kind != "lead":
                 task = self.untold_task()
                 if task is None and not self.toolbox.plan_pending():
                     # while a plan of its is pending a member claims nothing (CONTRACT §6)
@@ -273,6 +283,9 @@ class Member:
                     self.tell_lead_idle()
                 self.turn_ended = False
                 self.set_status("idle")
+            if not claim:
+                self.wait_on(watcher, None)
+                continue
             left = deadline - time.monotonic()
             if left <= 0:
                 log.info("idle for %gs: going to sleep", self.conf.idle_timeout)
@@ -415,56 +428,118 @@ class Member:
 
     # -- the model -----------------------------------------------------------------------
     def ask_model(self, messages: list[dict[str, Any]], **extra: Any) -> model.Reply | None:
+        """The model's answer. Trouble a later try may mend is retried here, after the
+        root's shared back-off and with every wait shown in `last_error`, until it mends;
+        a shutdown_request ends a wait (`Leave`). None: an answer retrying cannot mend."""
         system, tools, messages = context.with_cache_breakpoints(self.system, self.specs,
                                                                  messages)
-        # "active" reaches the roster as soon as the request has left, not before it: that
-        # write (roster lock, fsyncs, journal) would otherwise sit on the path from a new
-        # message to the model. It is done before `call` returns.
-        mark_active = None if self.status == "active" else lambda: self.set_status("active")
-        try:
-            reply = model.call(self.client, after_send=mark_active, model=self.model_name,
-                               max_tokens=self.conf.max_tokens, system=system, tools=tools,
-                               messages=messages, **extra)
-        except model.ModelUnavailable as exc:
-            self.api_trouble(str(exc))
-            return None
-        events.emit(self.ws, self.team, "model_call", member=self.name, model=self.model_name,
-                    ms=round(reply.ms, 1), error=None, **reply.usage)
-        self.add_usage(reply.usage, clear_error=True)
-        self.api_delay = API_RETRY_FIRST
-        self.api_trouble_told = False
-        return reply
+        while True:
+            self.wait_out_shared_backoff()
+            # "active" reaches the roster as soon as the request has left, not before it:
+            # that write (roster lock, fsyncs, journal) would otherwise sit on the path from
+            # a new message to the model. It is done before `call` returns.
+            mark_active = None if self.status == "active" else lambda: self.set_status("active")
+            try:
+                reply = model.call(self.client, after_send=mark_active, model=self.model_name,
+                                   max_tokens=self.conf.max_tokens, system=system, tools=tools,
+                                   messages=messages, **extra)
+            except model.ModelUnavailable as exc:
+                events.emit(self.ws, self.team, "model_call", member=self.name,
+                            model=self.model_name, error=str(exc), ms=None, input_tokens=0,
+                            output_tokens=0, cache_read_input_tokens=0,
+                            cache_creation_input_tokens=0)
+                if not exc.retryable:
+                    self.api_refused(str(exc))
+                    return None
+                self.wait_to_retry(exc)
+                continue
+            events.emit(self.ws, self.team, "model_call", member=self.name,
+                        model=self.model_name, ms=round(reply.ms, 1), error=None,
+                        **reply.usage)
+            self.add_usage(reply.usage, clear_error=True)
+            self.api_failures = 0
+            self.api_told.clear()
+            return reply
 
-    def api_trouble(self, text: str) -> None:
-        """Past the SDK's retries: say so and keep the status truthful; `turn` waits
-        `api_wait` seconds (doubling up to API_RETRY_MAX) before trying again."""
-        delay = self.api_delay
-        line = f"{text}, retrying in {delay:g} s"
+    def wait_to_retry(self, exc: model.ModelUnavailable) -> None:
+        """Wait before the next try: the server's `retry-after`, else doubling from
+        RETRY_FIRST, never longer than `retry_max_wait`. A 429 or 529 holds the whole root
+        off for as long (ratelimit.json)."""
+        self.api_failures += 1
+        longest = self.conf.retry_max_wait
+        if exc.retry_after is not None:
+            wait, source = min(exc.retry_after, longest), "retry-after"
+        else:
+            wait = min(RETRY_FIRST * 2 ** min(self.api_failures - 1, 30), longest)
+            source = "backoff"
+        until = time.time() + wait
+        if exc.status in model.SHARED_BACKOFF_STATUSES:
+            ratelimit.record(self.ws, until=until, status=exc.status, model=self.model_name,
+                             source=source)
+            events.emit(self.ws, self.team, "rate_limited", member=self.name,
+                        status=exc.status, until=until, source=source)
+        line = f"{exc}, retrying at {_clock(until)}"
         log.warning(line)
-        events.emit(self.ws, self.team, "model_call", member=self.name, model=self.model_name,
-                    error=text, ms=None, input_tokens=0, output_tokens=0,
-                    cache_read_input_tokens=0, cache_creation_input_tokens=0)
-        self.update_member(last_error=line)
-        if not self.api_trouble_told and self.kind != "lead":
-            self.api_trouble_told = True
-            inbox.deliver(self.ws, self.team, [inbox.make(
-                "message", self.name, LEAD, f"{self.name}: cannot reach the model ({line})")])
-        self.api_delay = min(API_RETRY_MAX, delay * 2)
-        self.api_wait = delay
+        self.update_member(status="active", last_error=line)
+        if self.api_failures >= TELL_LEAD_AFTER:
+            self.tell_lead_once("retrying", f"cannot reach the model ({line})")
+        self.wait_out(until, "the model API is unavailable")
 
-    def wait_for_inbox(self, timeout: float) -> None:
-        """Wait `timeout` s, or less if a line lands in the inbox: a shutdown request must
-        not sit out a long back-off (the next try takes it in)."""
-        name = self.inbox_path.name
-        deadline = time.monotonic() + timeout
-        with Watcher([self.inbox_path.parent], interesting=lambda f: f == name) as watcher:
-            while (left := deadline - time.monotonic()) > 0:
-                try:
-                    if self.inbox_path.stat().st_size > 0:
-                        return
-                except FileNotFoundError:
-                    pass
-                self.wait_on(watcher, left)
+    def wait_out_shared_backoff(self) -> None:
+        """Before a call: while the root is rate limited (ratelimit.json), wait instead
+        of sending, saying so."""
+        while (limit := ratelimit.in_force(self.ws, self.conf.retry_max_wait)) is not None:
+            until = float(limit["until"])
+            line = (f"model API: the root is rate limited ({limit.get('status')} for "
+                    f"{limit.get('model')}), waiting until {_clock(until)}")
+            log.info(line)
+            self.update_member(status="active", last_error=line)
+            self.wait_out(until, "the model API is rate limited")
+
+    def wait_out(self, until: float, why: str) -> None:
+        """Wait until `until` (epoch). A shutdown_request landing in the inbox ends the wait
+        (`Leave`); other messages wait there with it, taken in by the next try."""
+        watcher = self.idle_watcher()
+        self.leave_if_asked(why)
+        while (left := until - time.time()) > 0:
+            self.wait_on(watcher, left)
+            self.leave_if_asked(why)
+
+    def leave_if_asked(self, why: str) -> None:
+        """Approve a pending shutdown request (one the model was shown, or one in the
+        inbox) on the model's behalf, since it cannot answer now, and leave."""
+        if self.inbox_has_shutdown_request():
+            self.note_shutdown_asks(self.take_inbox())
+        for rid in self.shutdown_asks:
+            if requests.get(self.ws, self.team, rid)["status"] == "pending":
+                raise Leave(self.approve_shutdown(rid, why))
+
+    def inbox_has_shutdown_request(self) -> bool:
+        try:
+            if self.inbox_path.stat().st_size == 0:
+                return False
+        except FileNotFoundError:
+            return False
+        return any(m["type"] == "shutdown_request"
+                   for m in inbox.peek(self.ws, self.team, self.name))
+
+    def api_refused(self, text: str) -> None:
+        """An answer retrying cannot mend (400, 401, 403, 404, 413, a body that is not a
+        response): not retried; said in `last_error` and, once, to the lead; the member
+        waits for its next message (`turn`)."""
+        line = f"{text}; not retried, waiting for the next message"
+        log.error(line)
+        self.update_member(last_error=line)
+        self.tell_lead_once("refused", f"the model API refused the call ({text}); not "
+                            "retried: waiting for the next message")
+
+    def tell_lead_once(self, what: str, text: str) -> None:
+        """One message to the lead per kind of trouble, until a call succeeds again."""
+        if what in self.api_told or self.kind == "lead":
+            return
+        self.api_told.add(what)
+        inbox.deliver(self.ws, self.team, [inbox.make(
+            "message", self.name, LEAD, f"{self.name}: {text}")])
 
     def compact(self) -> None:
         """Summarise a long history with the model; keep the full one in transcripts/."""
@@ -548,3 +623,8 @@ class Member:
         if "status" in changes:
             self.status = changes["status"]
         events.status_changed(self.ws, self.team, self.name, moved)
+
+
+def _clock(epoch: float) -> str:
+    """A time of day for `last_error` ("retrying at 14:03:21")."""
+    return time.strftime("%H:%M:%S", time.localtime(epoch))

@@ -1,18 +1,25 @@
 """The model, through the official `anthropic` SDK.
 
 The client is built in the teammate after the fork (never inherited: its connection pool
-and locks belong to one process). The SDK retries 429, 5xx and overloaded itself; what
-still fails comes back as `ModelUnavailable` with a line fit for `last_error`.
+and locks belong to one process). The SDK does not retry (`max_retries=0`): it would wait
+out any `retry-after`, even an hour, silently, with the member `active`. A failed call comes
+back as `ModelUnavailable` saying whether retrying can mend it and what the server advised;
+the teammate's loop does the waiting, in the open (CONTRACT.md section 12). Every call is
+bounded as a whole by `api_timeout`, a response that never ends included.
 """
 
 from __future__ import annotations
 
+import email.utils
 import inspect
 import json
 import logging
 import os
+import socket
+import threading
 import time
-from collections.abc import Callable
+import weakref
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,18 +29,25 @@ from teamd.files import Json
 
 log = logging.getLogger(__name__)
 
-MAX_RETRIES = 4
-TIMEOUT = 600.0
 # `Anthropic.post` takes a ready JSON body (`content=`) in the SDK versions that have it
 _RAW_BODY = "content" in inspect.signature(anthropic.Anthropic.post).parameters
+# Answers a later try may get right; any other 4xx (400, 401, 403, 404, 413, …) will not mend
+RETRYABLE_STATUSES = frozenset({408, 409, 429})
+# Answers that mean the API itself is saturated: the whole root backs off (ratelimit.json)
+SHARED_BACKOFF_STATUSES = frozenset({429, 529})
 
 
 class ModelUnavailable(Exception):
-    """The API still failed after the SDK's retries; `retryable` says whether to wait."""
+    """A call that failed. `retryable`: whether a later try may succeed; `status`: the HTTP
+    status (None for a connection error or a bad body); `retry_after`: the server's advice in
+    seconds (None when it gave none)."""
 
-    def __init__(self, text: str, retryable: bool) -> None:
+    def __init__(self, text: str, retryable: bool, status: int | None = None,
+                 retry_after: float | None = None) -> None:
         super().__init__(text)
         self.retryable = retryable
+        self.status = status
+        self.retry_after = retry_after
 
 
 @dataclass
@@ -77,20 +91,102 @@ class AfterSend:
                 self.error = exc
 
 
+class Deadline:
+    """Cuts a call that outlives its bound. httpx's timeouts are per read: a response that
+    trickles a byte now and then never trips them. So the sockets the client opens are
+    noted (from the transport's trace), and at the deadline a watchdog thread shuts them
+    down: the blocked read returns at once and the SDK reports a connection error."""
+
+    def __init__(self) -> None:
+        self.sockets: weakref.WeakSet[socket.socket] = weakref.WeakSet()
+        self.cond = threading.Condition()
+        self.due: float | None = None
+        self.fired = False
+        self.thread: threading.Thread | None = None
+
+    def note(self, sock: socket.socket) -> None:
+        """A socket of this client (a new connection, or its TLS layer)."""
+        with self.cond:
+            self.sockets.add(sock)
+            late = self.fired and self.due is None
+        if late:  # connected after the deadline passed: this call is over
+            _shut(sock)
+
+    def arm(self, seconds: float) -> None:
+        with self.cond:
+            self.due, self.fired = time.monotonic() + seconds, False
+            if self.thread is None:  # started lazily: in the teammate, after the fork
+                self.thread = threading.Thread(target=self._watch, name="api-deadline",
+                                               daemon=True)
+                self.thread.start()
+            self.cond.notify()
+
+    def disarm(self) -> bool:
+        """End the call's watch; True if the deadline cut it."""
+        with self.cond:
+            self.due = None
+            fired, self.fired = self.fired, False
+            return fired
+
+    def _watch(self) -> None:
+        with self.cond:
+            while True:
+                if self.due is None:
+                    self.cond.wait()
+                    continue
+                left = self.due - time.monotonic()
+                if left > 0:
+                    self.cond.wait(left)
+                    continue
+                self.due, self.fired = None, True
+                for sock in list(self.sockets):
+                    _shut(sock)
+
+
+def _shut(sock: socket.socket) -> None:
+    # the plain socket's shutdown, even for a TLS socket (whose own would drop its TLS
+    # state under the reading thread): the connection ends, the descriptor stays the
+    # owner's to close
+    try:
+        socket.socket.shutdown(sock, socket.SHUT_RDWR)
+    except OSError:
+        pass  # closed already, or never connected
+
+
 @dataclass
 class Client:
     sdk: anthropic.Anthropic
+    api_timeout: float
     after_send: AfterSend = field(default_factory=AfterSend)
+    deadline: Deadline = field(default_factory=Deadline)
 
 
-def make_client() -> Client:
+def make_client(api_timeout: float = 600.0) -> Client:
+    """A client that never retries by itself, every call bounded by `api_timeout` s."""
     # ANTHROPIC_BASE_URL is read by the SDK itself; a missing key is an error the SDK
     # raises on the first call, which we report like any other
-    hook = AfterSend()
-    http = anthropic.DefaultHttpxClient(event_hooks={"request": [hook.on_request]})
-    sdk = anthropic.Anthropic(max_retries=MAX_RETRIES, timeout=TIMEOUT, http_client=http,
+    hook, deadline = AfterSend(), Deadline()
+
+    def on_request(request: Any) -> None:
+        hook.on_request(request)
+        earlier = request.extensions.get("trace")
+
+        def trace(event: str, info: dict[str, Any]) -> None:
+            if earlier is not None:
+                earlier(event, info)
+            if event.endswith(("connect_tcp.complete", "start_tls.complete")):
+                stream = info.get("return_value")
+                sock = stream.get_extra_info("socket") if stream is not None else None
+                if isinstance(sock, socket.socket):
+                    deadline.note(sock)
+
+        request.extensions["trace"] = trace
+
+    http = anthropic.DefaultHttpxClient(event_hooks={"request": [on_request]})
+    sdk = anthropic.Anthropic(max_retries=0, timeout=anthropic.Timeout(api_timeout),
+                              http_client=http,
                               api_key=os.environ.get("ANTHROPIC_API_KEY") or "missing")
-    return Client(sdk, hook)
+    return Client(sdk, api_timeout, hook, deadline)
 
 
 def call(client: Client, after_send: Callable[[], None] | None = None,
@@ -99,8 +195,10 @@ def call(client: Client, after_send: Callable[[], None] | None = None,
     never left, once the call is over). Its exception, if any, is raised here."""
     hook = client.after_send
     hook.pending, hook.error = after_send, None
+    body = json.dumps(params, ensure_ascii=False, separators=(",", ":")).encode()
+    client.deadline.arm(client.api_timeout)
     try:
-        return _call(client.sdk, **params)
+        return _call(client, body, params)
     finally:
         hook.fire()
         if hook.error is not None:
@@ -108,27 +206,48 @@ def call(client: Client, after_send: Callable[[], None] | None = None,
             raise error
 
 
-def _call(client: anthropic.Anthropic, **params: Any) -> Reply:
+def _call(client: Client, body: bytes, params: Mapping[str, Any]) -> Reply:
     started = time.monotonic()
     try:
-        if _RAW_BODY:
-            # The same request `messages.create` makes, with the JSON body serialised here:
-            # `create` copies and walks the whole conversation twice before it serialises
-            # it, ~1.5 ms per call on a few hundred turns, on the path from a new message
-            # to the model. Retries, errors and the parsed `Message` are the SDK's as ever.
-            response = client.post("/v1/messages", cast_to=anthropic.types.Message,
-                                   content=json.dumps(params, ensure_ascii=False,
-                                                      separators=(",", ":")).encode())
-        else:  # an SDK whose `post` takes no raw body
-            response = client.messages.create(**params)
+        try:
+            if _RAW_BODY:
+                # The same request `messages.create` makes, with the JSON body serialised
+                # here: `create` copies and walks the whole conversation twice before it
+                # serialises it, ~1.5 ms per call on a few hundred turns, on the path from
+                # a new message to the model. Errors and the parsed `Message` are the SDK's.
+                response = client.sdk.post("/v1/messages", cast_to=anthropic.types.Message,
+                                           content=body)
+            else:  # an SDK whose `post` takes no raw body
+                response = client.sdk.messages.create(**params)
+        finally:
+            cut = client.deadline.disarm()
+        ms = (time.monotonic() - started) * 1000
+        return _reply(response, ms)
     except anthropic.APIStatusError as exc:
-        retryable = exc.status_code in (408, 409, 429) or exc.status_code >= 500
-        raise ModelUnavailable(f"model API: {exc.status_code} {_kind(exc)}", retryable) \
+        status = exc.status_code
+        retryable = status in RETRYABLE_STATUSES or status >= 500
+        text = f"model API: {status} {_kind(exc)}"
+        if not retryable and _message(exc):
+            text += f" ({_message(exc)})"
+        raise ModelUnavailable(text, retryable, status, retry_after(exc.response.headers)) \
             from None
     except anthropic.APIConnectionError as exc:
-        raise ModelUnavailable(f"model API: cannot connect ({exc.__class__.__name__})",
-                               True) from None
-    ms = (time.monotonic() - started) * 1000
+        if cut:
+            text = f"model API: no answer within {client.api_timeout:g} s"
+        elif isinstance(exc, anthropic.APITimeoutError):
+            text = "model API: timed out"
+        else:
+            text = f"model API: cannot connect ({_cause(exc)})"
+        raise ModelUnavailable(text, True) from None
+    except (anthropic.APIResponseValidationError, ValueError, TypeError, AttributeError,
+            KeyError) as exc:
+        # a 2xx whose body is not a Message (not JSON, or not that shape): sending the same
+        # request again will not make it one
+        raise ModelUnavailable(f"model API: not a valid response ({_cause(exc)})", False) \
+            from None
+
+
+def _reply(response: Any, ms: float) -> Reply:
     usage = response.usage
     return Reply(
         content=[_plain(block.model_dump(exclude_none=True)) for block in response.content],
@@ -142,12 +261,48 @@ def _call(client: anthropic.Anthropic, **params: Any) -> Reply:
     )
 
 
+def retry_after(headers: Mapping[str, str]) -> float | None:
+    """The server's advice in seconds, read as the SDK reads it: `retry-after-ms`, else
+    `retry-after` as seconds or an HTTP date. None when absent or unreadable."""
+    for key, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
+        raw = headers.get(key)
+        if raw is None:
+            continue
+        try:
+            seconds = float(raw) * scale
+        except ValueError:
+            when = email.utils.parsedate_tz(raw) if key == "retry-after" else None
+            if when is None:
+                continue
+            seconds = email.utils.mktime_tz(when) - time.time()
+        if seconds == seconds:  # not NaN
+            return max(0.0, seconds)
+    return None
+
+
 def _kind(exc: anthropic.APIStatusError) -> str:
-    body = exc.body if isinstance(exc.body, dict) else {}
-    err = body.get("error")
-    err = err if isinstance(err, dict) else {}
+    err = _error_of(exc)
     kind = str(err.get("type") or "error").replace("_error", "")
     return {"overloaded": "overloaded", "rate_limit": "rate limited"}.get(kind, kind)
+
+
+def _message(exc: anthropic.APIStatusError) -> str:
+    """The API's own words about a refused request, cut to fit a status line."""
+    text = str(_error_of(exc).get("message") or "").strip().replace("\n", " ")
+    return text if len(text) <= 200 else text[:199] + "…"
+
+
+def _error_of(exc: anthropic.APIStatusError) -> dict[str, Any]:
+    body = exc.body if isinstance(exc.body, dict) else {}
+    err = body.get("error")
+    return err if isinstance(err, dict) else {}
+
+
+def _cause(exc: BaseException) -> str:
+    inner = exc.__cause__ or exc
+    text = str(inner).strip().splitlines()[0] if str(inner).strip() else ""
+    name = inner.__class__.__name__
+    return f"{name}: {text[:120]}" if text else name
 
 
 def _plain(block: Json) -> Json:

@@ -57,6 +57,7 @@ _RULE_KEYS = frozenset(
     {
         "name", "comment", "agent", "team", "contains", "regex", "tool_result",
         "system_contains", "any_contains", "nth", "times", "delay", "reply", "error",
+        "trickle", "raw",
     }
 )
 _SCENARIO_KEYS = frozenset({"rules", "default", "description"})
@@ -304,6 +305,10 @@ class Rule:
     delay: float = 0.0
     reply: dict[str, Any] | None = None
     error: ErrorSpec | None = None
+    # A 200 whose body never ends: one filler byte (or SSE comment) every `trickle` s.
+    trickle: float | None = None
+    # A 200 whose body is this text, as is (e.g. not JSON): a reply no client can parse.
+    raw: str | None = None
     source: dict[str, Any] = field(default_factory=dict, repr=False)
 
     @classmethod
@@ -336,6 +341,17 @@ class Rule:
             _check_reply(data["reply"], f"{where}.reply") if data.get("reply") is not None
             else None
         )
+        trickle = data.get("trickle")
+        if trickle is not None and (
+            not isinstance(trickle, int | float) or isinstance(trickle, bool) or trickle <= 0
+        ):
+            raise ValueError(f"{where}.trickle: must be a number of seconds > 0")
+        raw = data.get("raw")
+        if raw is not None and not isinstance(raw, str):
+            raise ValueError(f"{where}.raw: must be a string")
+        answers = [k for k in ("reply", "error", "trickle", "raw") if data.get(k) is not None]
+        if len(answers) > 1:
+            raise ValueError(f"{where}: {' and '.join(answers)} exclude each other")
         error = (
             ErrorSpec.from_dict(data["error"], f"{where}.error")
             if data.get("error") is not None
@@ -355,6 +371,8 @@ class Rule:
             delay=float(delay),
             reply=reply,
             error=error,
+            trickle=float(trickle) if trickle is not None else None,
+            raw=raw,
             source=copy.deepcopy(data),
         )
 
@@ -393,6 +411,8 @@ class Decision:
     usage: dict[str, int] = field(default_factory=dict)
     error: ErrorSpec | None = None
     delay: float = 0.0
+    trickle: float | None = None
+    raw: str | None = None
     variables: dict[str, str] = field(default_factory=dict)
 
 
@@ -501,7 +521,8 @@ class Scenario:
                 variables = {**builtins, **found}
                 reply = rule.reply if rule.reply is not None else self.default
                 log.debug("rule %r answers agent=%s n=%d", rule.label, view.agent, view.n)
-                return _decision(rule.label, reply, variables, rule.error, rule.delay)
+                return _decision(rule.label, reply, variables, rule.error, rule.delay,
+                                 trickle=rule.trickle, raw=rule.raw)
             return _decision("default", self.default, builtins, None, 0.0)
 
 
@@ -532,6 +553,9 @@ def _decision(
     variables: dict[str, str],
     error: ErrorSpec | None,
     delay: float,
+    *,
+    trickle: float | None = None,
+    raw: str | None = None,
 ) -> Decision:
     return Decision(
         label=label,
@@ -540,6 +564,8 @@ def _decision(
         usage=dict(reply.get("usage") or {}),
         error=error,
         delay=delay,
+        trickle=trickle,
+        raw=raw,
         variables=variables,
     )
 

@@ -242,7 +242,8 @@ class _Handler(BaseHTTPRequestHandler):
         view = RequestView.from_body(body)
         view = replace(view, n=owner._count(view.agent, view.team))
         decision = owner.scenario.choose(view)
-        message = None if decision.error else build_message(body, decision)
+        plain = decision.error is None and decision.trickle is None and decision.raw is None
+        message = build_message(body, decision) if plain else None
         status = decision.error.status if decision.error else 200
         # Recorded before any delay, so a test can see that a call is "in flight" while the
         # server is still sitting on the answer (kill-during-model-call tests need that).
@@ -261,6 +262,10 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             if decision.error is not None:
                 self._send_error_reply(decision.error)
+            elif decision.trickle is not None:
+                self._send_trickle(decision.trickle, stream)
+            elif decision.raw is not None:
+                self._send_raw(decision.raw)
             elif stream:
                 assert message is not None
                 self._send_stream(message)
@@ -329,6 +334,34 @@ class _Handler(BaseHTTPRequestHandler):
         if error.should_retry is not None:
             headers["x-should-retry"] = "true" if error.should_retry else "false"
         self._send_json(error.status, _error_body(error.type, error.message), headers)
+
+    def _send_raw(self, text: str) -> None:
+        data = text.encode("utf-8")
+        self.send_response(200)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(data)))
+        self.send_header("request-id", _new_id("req"))
+        self.end_headers()
+        self.wfile.write(data)
+        self.wfile.flush()
+
+    def _send_trickle(self, every: float, stream: bool) -> None:
+        """A 200 that never ends: a filler chunk every `every` s (JSON may open with
+        whitespace; an SSE stream may carry comments), so no read ever waits long enough
+        to time out. Ends only when the client hangs up or the server stops."""
+        self.send_response(200)
+        self.send_header("content-type", "text/event-stream" if stream else "application/json")
+        self.send_header("request-id", _new_id("req"))
+        self.send_header("transfer-encoding", "chunked")
+        self.end_headers()
+        filler = b": keep-alive\n\n" if stream else b" "
+        chunk = f"{len(filler):x}\r\n".encode() + filler + b"\r\n"
+        self.close_connection = True  # the answer is never complete: no reuse
+        while True:
+            self.wfile.write(chunk)
+            self.wfile.flush()
+            if self.owner._stopping.wait(every):
+                return
 
     def _send_stream(self, message: Mapping[str, Any]) -> None:
         self.send_response(200)

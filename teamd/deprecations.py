@@ -1,0 +1,118 @@
+"""Deprecated and retired models, from the table the installed `anthropic` SDK ships.
+
+The SDK keeps `DEPRECATED_MODELS` (model → end-of-life date, e.g. "November 30th, 2026") and
+warns on every call. `teamctl spawn` and `teamd` warn once instead (CONTRACT.md section 12).
+`teamctl` must never import the SDK (it is its fast path), so the table is read from the
+SDK's source text: the package is found with `importlib.util.find_spec` (which executes
+nothing of a top-level package) and the file is parsed with `ast`, never run.
+"""
+
+from __future__ import annotations
+
+import ast
+import datetime as dt
+import functools
+import importlib.util
+import logging
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+# Where SDK versions keep the table: its own module in 0.6x and later, the messages
+# resource in earlier ones.
+_TABLE_FILES = ("_data/deprecated_models.py", "resources/messages/messages.py")
+_TABLE_NAME = "DEPRECATED_MODELS"
+_ORDINAL = re.compile(r"(\d+)(st|nd|rd|th)\b")
+
+
+@dataclass(frozen=True)
+class Deprecation:
+    model: str
+    retires: str  # ISO date when the SDK's text could be read as one, else that text
+    retired: bool  # the date has passed
+
+    def warning(self) -> str:
+        """One line for a person."""
+        if self.retired:
+            return f"model {self.model} was retired on {self.retires}: calls to it fail"
+        return (f"model {self.model} is deprecated and retires on {self.retires}: "
+                "choose a newer model (--model, or `model` in teamd.toml)")
+
+
+def lookup(model: str, today: dt.date | None = None) -> Deprecation | None:
+    """The deprecation of `model`, or None if the installed SDK lists none."""
+    when = table().get(model)
+    if when is None:
+        return None
+    day = _parse_date(when)
+    today = dt.date.today() if today is None else today
+    return Deprecation(model, day.isoformat() if day else when,
+                       retired=day is not None and day <= today)
+
+
+@functools.cache
+def table() -> dict[str, str]:
+    """Model → end-of-life text, from the installed SDK; empty if it cannot be read."""
+    root = _sdk_folder()
+    if root is None:
+        return {}
+    for rel in _TABLE_FILES:
+        path = root / rel
+        try:
+            source = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            continue
+        if _TABLE_NAME not in source:
+            continue
+        found = _literal_table(source, str(path))
+        if found is not None:
+            return found
+    log.debug("no %s table found in the anthropic SDK at %s", _TABLE_NAME, root)
+    return {}
+
+
+def _sdk_folder() -> Path | None:
+    try:
+        spec = importlib.util.find_spec("anthropic")
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+def _literal_table(source: str, where: str) -> dict[str, str] | None:
+    """The dict literal assigned to DEPRECATED_MODELS at the module's top level."""
+    try:
+        tree = ast.parse(source, where)
+    except SyntaxError:
+        return None
+    for node in tree.body:
+        if isinstance(node, ast.Assign):
+            targets, value = node.targets, node.value
+        elif isinstance(node, ast.AnnAssign) and node.value is not None:
+            targets, value = [node.target], node.value
+        else:
+            continue
+        if not any(isinstance(t, ast.Name) and t.id == _TABLE_NAME for t in targets):
+            continue
+        try:
+            data = ast.literal_eval(value)
+        except ValueError:
+            return None
+        if isinstance(data, dict):
+            return {str(k): str(v) for k, v in data.items()}
+    return None
+
+
+def _parse_date(text: str) -> dt.date | None:
+    """"November 30th, 2026" (the SDK's form) or an ISO date; None otherwise."""
+    plain = _ORDINAL.sub(r"\1", text.strip())
+    for form in ("%B %d, %Y", "%b %d, %Y", "%Y-%m-%d"):
+        try:
+            return dt.datetime.strptime(plain, form).date()
+        except ValueError:
+            continue
+    return None

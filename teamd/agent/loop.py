@@ -12,6 +12,7 @@ from __future__ import annotations
 import fcntl
 import logging
 import os
+import select
 import signal
 import time
 from pathlib import Path
@@ -30,6 +31,8 @@ from teamd.watch import Watcher
 log = logging.getLogger(__name__)
 
 API_RETRY_FIRST, API_RETRY_MAX = 5.0, 120.0
+#: back-off while the session cannot be written (a full disk): no model call meanwhile
+SESSION_RETRY_FIRST, SESSION_RETRY_MAX = 1.0, 30.0
 
 
 def run_member(ws: Workspace, team: str, name: str) -> int:
@@ -60,6 +63,7 @@ class Member:
                                plan_mode_required=bool(member.get("plan_mode_required")))
         self.specs = specs_for(self.kind)
         self.session = Session.load(ws.session(team, name))
+        self.session.when_stuck = self.session_stuck
         self.client = model.make_client()
         self.status: str | None = member.get("status")
         self.last_context = 0
@@ -208,7 +212,10 @@ class Member:
 
     # -- inbox and protocols -------------------------------------------------------------
     def take_inbox(self) -> list[Json]:
-        """Drain the inbox into the session (recorded and fsynced before the cut)."""
+        """Drain the inbox into the session (recorded and fsynced before the cut): at most
+        BATCH_MESSAGES messages or MAX_CONTENT of content since the model last answered,
+        a shutdown_request always. While the session cannot be written nothing is taken:
+        it waits (see `session_stuck`) and tries again."""
         try:
             if self.inbox_path.stat().st_size == 0:
                 # Nothing has landed (a line is one write under the lock, so a size of 0
@@ -229,11 +236,71 @@ class Member:
                     taken.add(mid)
                     new.append(m)
             if new:
-                self.session.append({"type": "inbox", "messages": new})
+                # no waiting here: the inbox lock is held (senders would wait on us)
+                self.session.append({"type": "inbox", "messages": new}, wait=False)
                 fresh.extend(new)
 
-        inbox.drain(self.ws, self.team, self.name, consume)
+        count, content = self.intake()
+        attempt = 0
+        while True:
+            try:
+                inbox.drain(self.ws, self.team, self.name, consume,
+                            max_messages=max(0, inbox.BATCH_MESSAGES - count),
+                            max_content=max(0, inbox.MAX_CONTENT - content))
+                break
+            except OSError as exc:  # the inbox is as it was, or what was taken is recorded
+                self.session_stuck(exc, attempt)
+                attempt += 1
+        if attempt:
+            self.session_stuck(None, attempt)
         return fresh
+
+    def intake(self) -> tuple[int, int]:
+        """Messages (and bytes of their content) taken in since the model last answered:
+        they count toward the one call's batch limit."""
+        count = content = 0
+        for record in reversed(self.session.records):
+            if record["type"] == "assistant":
+                break
+            if record["type"] == "inbox":
+                count += len(record["messages"])
+                content += sum(len(str(m.get("content", "")).encode("utf-8", "replace"))
+                               for m in record["messages"])
+        return count, content
+
+    def session_stuck(self, exc: OSError | None, attempt: int) -> None:
+        """The session (or the inbox beside it) cannot be written: say why, wait, and let
+        the caller try again; None once it went through. No model call is made meanwhile
+        (CONTRACT §3): the call that would follow waits on this record."""
+        if exc is None:
+            log.info("the session is written again after %d failed attempt(s)", attempt)
+            self.update_member_if_possible(last_error=None)
+            return
+        delay = min(SESSION_RETRY_MAX, SESSION_RETRY_FIRST * 2 ** min(attempt, 10))
+        where = exc.filename or self.session.path
+        line = (f"cannot record to {where}: {exc.strerror or exc}; no model call until it "
+                f"can, retrying in {delay:g} s")
+        log.warning(line)
+        self.update_member_if_possible(last_error=line)
+        self.pause(delay)
+
+    def update_member_if_possible(self, **changes: Any) -> None:
+        """`update_member`, when the disk lets it (it may be as full as the session's)."""
+        try:
+            self.update_member(**changes)
+        except OSError as exc:
+            log.warning("cannot update the roster either: %s", exc)
+
+    def pause(self, seconds: float) -> None:
+        """Sleep `seconds`; a signal ends it early (its handler runs on return)."""
+        if self.wakeup < 0:
+            time.sleep(seconds)
+            return
+        try:
+            select.select([self.wakeup], [], [], seconds)
+        except InterruptedError:
+            pass
+        drain_fd(self.wakeup)
 
     def wait_for_sender(self) -> None:
         """Block in flock until no sender holds the inbox lock. inotify wakes us at the

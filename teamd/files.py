@@ -311,6 +311,7 @@ class Sorted:
     taken: list[Json] = field(default_factory=list)  # handed over, oldest first
     refused: list[tuple[Refusal, RawLine]] = field(default_factory=list)  # a torn tail too
     left: list[RawLine] = field(default_factory=list)  # good, but not taken this time
+    kept: int = 0  # bytes a drain left in the file (those of `left`)
 
 
 def _sort_lines(fd: int, size: int, judge: Judge,
@@ -490,6 +491,7 @@ def drain_lines(path: Path, consume: Callable[[list[Json]], None], judge: Judge,
                                     for r, line in found.refused])
             if found.left:
                 _atomic_write(path, _copy_lines(fd, found.left))
+                found.kept = sum(line.end - line.start for line in found.left)
             else:
                 os.ftruncate(fd, 0)
                 os.fsync(fd)

@@ -196,6 +196,13 @@ def drain(ws: Workspace, team: str, name: str, consume: Callable[[list[Json]], N
     durably first. With limits, at most `max_messages` messages and `max_content` bytes of
     content are taken (a shutdown_request always is); the rest stays for the next drain.
     Refused lines go to the inbox's `*.rejected.jsonl`, each journalled `message_rejected`."""
+    return take(ws, team, name, consume, max_messages=max_messages,
+                max_content=max_content).taken
+
+
+def take(ws: Workspace, team: str, name: str, consume: Callable[[list[Json]], None], *,
+         max_messages: int | None = None, max_content: int | None = None) -> files.Sorted:
+    """`drain`, saying also what it refused and how much it left in the inbox."""
     path = ws.inbox(team, name)
     count = content = 0
     full = False
@@ -223,4 +230,4 @@ def drain(ws: Workspace, team: str, name: str, consume: Callable[[list[Json]], N
             events.emit_many(ws, team, records)
         except OSError as exc:  # the lines are aside already; the journal is the lesser loss
             log.warning("cannot journal %d rejected line(s) of %s: %s", len(records), path, exc)
-    return found.taken
+    return found

@@ -25,10 +25,20 @@ import pytest
 
 from teamd import actions, files, inbox
 from teamd.layout import Workspace
+from teamd.proc import EXIT_NO_SPACE
 from teamd.scripted import ScriptedServer
+from teamd.supervisor import Child, Supervisor
 from tests.harness import journal, live_pid, member, running_teamd, wait_until
 from tests.helpers_proc import snapshot, teamctl
-from tests.test_agent_e2e import TEAM, T, asked, make_team, turn_text, wait_status
+from tests.test_agent_e2e import (
+    TEAM,
+    T,
+    asked,
+    last_user,
+    make_team,
+    turn_text,
+    wait_status,
+)
 
 DISK_SIZE = "8m"
 
@@ -156,6 +166,49 @@ def test_bad_lines_in_a_teammates_inbox_never_reach_the_model(
     assert_whole_lines(ws.root)
 
 
+def test_a_teammate_takes_in_at_most_100_messages_per_model_call(
+        ws: Workspace, server: ScriptedServer, workdir: Path) -> None:
+    make_team(ws, workdir, "alice")
+    sent = [inbox.make("message", "lead", "alice", f"BATCH-{i:03d}") for i in range(150)]
+    with running_teamd(ws, server.url):
+        wait_status(ws, "alice", "idle")
+        files.append_jsonl(ws.inbox(TEAM, "alice"), sent, durable=True)
+        first = server.wait_for(asked("BATCH-000", "alice"), T)
+        second = server.wait_for(asked("BATCH-149", "alice"), T)
+        wait_status(ws, "alice", "idle")
+    now, later = turn_text(last_user(first)), turn_text(last_user(second))
+    assert now.count("<teammate-message") == 100 and "BATCH-099" in now
+    assert "BATCH-100" not in now  # left in the inbox for the next call, oldest first
+    assert later.count("<teammate-message") == 50 and "BATCH-100" in later
+    assert ws.inbox(TEAM, "alice").read_bytes() == b""
+
+
+def test_teamctl_inbox_peek_skips_bad_lines_and_drain_moves_them(ws: Workspace) -> None:
+    actions.create_team(ws, "t")
+    actions.spawn(ws, "t", "alice", "work")
+    good = actions.send(ws, "t", "lead", "GOOD from alice", sender="alice")
+    path = ws.inbox("t", "lead")
+    with open(path, "ab") as fh:  # by hand, as a person with an editor might
+        fh.write(b'{"oops": \n')
+        fh.write(files.dumps_line({**good, "content": "SECOND copy"}))
+        fh.write(files.dumps_line({**good, "id": "no-reason", "type": "shutdown_response",
+                                   "request_id": "r", "approve": True}))
+    before = path.read_bytes()
+    peeked = teamctl(ws.root, "inbox", "t", "--peek", "--json")
+    assert peeked.returncode == 0, peeked.stderr
+    assert [json.loads(x)["id"] for x in peeked.stdout.splitlines()] == [good["id"]]
+    assert b"skipping 3 line(s)" in peeked.stderr
+    assert path.read_bytes() == before and not files.rejected_path(path).exists()
+    drained = teamctl(ws.root, "inbox", "t")
+    assert drained.returncode == 0, drained.stderr
+    assert b"GOOD from alice" in drained.stdout and b"SECOND" not in drained.stdout
+    assert path.read_bytes() == b""
+    reasons = [r["reason"] for r in files.read_jsonl(files.rejected_path(path)).records]
+    assert reasons == ["not JSON", "duplicate id", "missing field reason"]
+    assert [e["reason"] for e in journal(ws, "t") if e["event"] == "message_rejected"] == \
+        reasons
+
+
 # -- what a writer leaves ----------------------------------------------------------------
 def test_teamctl_on_a_full_disk_says_one_line_and_leaves_nothing_torn(
         small_disk: Path) -> None:
@@ -259,3 +312,26 @@ def test_a_teammate_that_cannot_write_its_session_makes_no_call_until_it_can(
         assert daemon.proc.poll() is None
     assert session.read_text().count("BIG-REPLY") == 1
     assert_whole_lines(ws.root)
+
+
+def test_an_exit_for_want_of_space_is_retried_and_never_counted(ws: Workspace) -> None:
+    """A teammate that died of ENOSPC exits EXIT_NO_SPACE (its process's last resort); the
+    supervisor's own bookkeeping of that exit, driven here without forking."""
+    actions.create_team(ws, "t")
+    actions.spawn(ws, "t", "alice", "work")
+    sup = Supervisor(ws)
+    delays: list[int] = []
+    for n in range(sup.conf.restart_limit + 3):
+        child = Child("t", "alice", pid=4_000_000 + n, create_time=0.0,
+                      started_at=time.time())
+        sup.on_exit(child, EXIT_NO_SPACE, None)
+        m = member(ws, "t", "alice")
+        assert (m["status"], m["restarts"]) == ("backoff", 0)
+        delays.append(round(m["restart_at"] - m["last_exit"]["at"]))
+    assert delays == [1, 2, 4, 8, 16, 30, 30, 30]
+    assert not [e for e in journal(ws, "t") if e["event"] == "member_failed"]
+    # the same exits as crashes count, and end in `failed`
+    for n in range(sup.conf.restart_limit + 1):
+        sup.on_exit(Child("t", "alice", pid=4_100_000 + n, create_time=0.0,
+                          started_at=time.time()), 1, None)
+    assert member(ws, "t", "alice")["status"] == "failed"

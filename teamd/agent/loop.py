@@ -64,6 +64,7 @@ class Member:
         self.specs = specs_for(self.kind)
         self.session = Session.load(ws.session(team, name))
         self.session.when_stuck = self.session_stuck
+        self.inbox_kept = 0  # bytes the last drain left in the inbox for a later call
         self.client = model.make_client()
         self.status: str | None = member.get("status")
         self.last_context = 0
@@ -221,8 +222,10 @@ class Member:
                 # Nothing has landed (a line is one write under the lock, so a size of 0
                 # means no line yet): no need for the lock. A line landing right after
                 # this is taken at the next check, as if it had landed after the drain.
+                self.inbox_kept = 0
                 return []
         except FileNotFoundError:
+            self.inbox_kept = 0
             return []
         self.wait_for_sender()
         fresh: list[Json] = []
@@ -244,9 +247,10 @@ class Member:
         attempt = 0
         while True:
             try:
-                inbox.drain(self.ws, self.team, self.name, consume,
-                            max_messages=max(0, inbox.BATCH_MESSAGES - count),
-                            max_content=max(0, inbox.MAX_CONTENT - content))
+                self.inbox_kept = inbox.take(
+                    self.ws, self.team, self.name, consume,
+                    max_messages=max(0, inbox.BATCH_MESSAGES - count),
+                    max_content=max(0, inbox.MAX_CONTENT - content)).kept
                 break
             except OSError as exc:  # the inbox is as it was, or what was taken is recorded
                 self.session_stuck(exc, attempt)
@@ -411,13 +415,14 @@ class Member:
 
     def wait_for_inbox(self, timeout: float) -> None:
         """Wait `timeout` s, or less if a line lands in the inbox: a shutdown request must
-        not sit out a long back-off (the next try takes it in)."""
+        not sit out a long back-off (the next try takes it in). What the last drain left
+        for a later call is not a new line."""
         name = self.inbox_path.name
         deadline = time.monotonic() + timeout
         with Watcher([self.inbox_path.parent], interesting=lambda f: f == name) as watcher:
             while (left := deadline - time.monotonic()) > 0:
                 try:
-                    if self.inbox_path.stat().st_size > 0:
+                    if self.inbox_path.stat().st_size > self.inbox_kept:
                         return
                 except FileNotFoundError:
                     pass

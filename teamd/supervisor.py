@@ -590,6 +590,8 @@ class Supervisor:
                 # stopped for want of space: retried with back-off, never counted
                 outcome["delay"] = self.hold_for_space(team, name)
                 m["restart_at"] = now + outcome["delay"]
+                m["last_error"] = (f"stopped for want of space (see its log); starting again "
+                                   f"in {outcome['delay']:g} s")
             elif new == "backoff":
                 history.record(now, now - child.started_at, self.conf)
                 m["restarts"] = int(m.get("restarts") or 0) + 1

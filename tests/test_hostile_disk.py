@@ -327,6 +327,7 @@ def test_an_exit_for_want_of_space_is_retried_and_never_counted(ws: Workspace) -
         sup.on_exit(child, EXIT_NO_SPACE, None)
         m = member(ws, "t", "alice")
         assert (m["status"], m["restarts"]) == ("backoff", 0)
+        assert "want of space" in m["last_error"]
         delays.append(round(m["restart_at"] - m["last_exit"]["at"]))
     assert delays == [1, 2, 4, 8, 16, 30, 30, 30]
     assert not [e for e in journal(ws, "t") if e["event"] == "member_failed"]

@@ -1099,6 +1099,12 @@ def main() -> None:
         # `teamctl … | head` closed the pipe: not an error worth a traceback
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         sys.exit(0)
+    except OSError as exc:
+        # a full disk, a quota, an I/O error: one line naming the file (CONTRACT §3); the
+        # writers left nothing half-written
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"teamctl: error: {where}{exc.strerror or exc}", file=sys.stderr)
+        sys.exit(1)
     except SystemExit:
         raise
     except Exception as exc:  # click's usage errors carry their own exit code

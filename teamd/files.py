@@ -4,12 +4,16 @@ Every write the contract cares about goes through here:
 - a JSON document is written to a temp file in the same folder, fsynced, then `os.replace`d;
 - a JSONL record is one complete line written by a single `write` under the file's lock;
 - a reader ignores a torn final line; a locked writer or drainer moves it (and any bad line)
-  aside to `*.rejected.jsonl` so nothing glues onto it and nobody crashes on it.
+  aside to `*.rejected.jsonl` so nothing glues onto it and nobody crashes on it;
+- a reader holds at most `MAX_LINE` bytes of any one line (a longer line is refused unread);
+- a write that fails (no space, quota, `EFBIG`, I/O error) leaves the file as it found it
+  and raises an `OSError` that names the file.
 Folders are `0700` and files `0600` whatever the umask.
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import os
@@ -34,6 +38,23 @@ FILE_MODE = 0o600
 LOCK_POLL = 0.001
 
 Json = dict[str, Any]
+
+MAX_LINE = 1 << 20  # a JSONL line longer than this is refused by readers (CONTRACT §3)
+REJECT_HEAD = 64 * 1024  # how much of an over-long line `*.rejected.jsonl` keeps
+_CHUNK = 1 << 16  # the bounded reader's read size
+#: errors that mean "no room to write": a start or a write that fails with one is retried
+#: later, never counted as a crash (CONTRACT §3, §4 "Exits")
+SPACE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
+
+
+def out_of_space(exc: BaseException) -> bool:
+    """True for a write refused for want of space (ENOSPC, EDQUOT)."""
+    return isinstance(exc, OSError) and exc.errno in SPACE_ERRNOS
+
+
+def _failed(path: Path, exc: OSError) -> OSError:
+    """`exc` as an error naming `path` (`os.write` names no file), for a write undone."""
+    return OSError(exc.errno, f"{exc.strerror or exc} (nothing was written)", str(path))
 
 
 # -- folders and locks -------------------------------------------------------------------
@@ -95,22 +116,34 @@ def dumps_doc(obj: Any) -> bytes:
 
 def atomic_write_bytes(path: Path, data: bytes, *, durable: bool = True) -> None:
     """Replace `path` atomically: temp file in the same folder, fsync, os.replace."""
+    _atomic_write(path, [data], durable=durable)
+
+
+def _atomic_write(path: Path, chunks: Iterable[bytes], *, durable: bool = True) -> None:
+    """`atomic_write_bytes` of data written piece by piece (never all in memory at once).
+    A failure leaves `path` as it was, no temp file, and an OSError naming `path`."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
-    fd = _open_new(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
     try:
-        _write_all(fd, data)
+        fd = _open_new(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+    except OSError as exc:
+        raise _failed(path, exc) from exc
+    try:
+        for data in chunks:
+            _write_all(fd, data)
         if durable:
             os.fsync(fd)
-    except BaseException:
+    except BaseException as exc:
         os.close(fd)
         tmp.unlink(missing_ok=True)
+        if isinstance(exc, OSError):
+            raise _failed(path, exc) from exc
         raise
     os.close(fd)
     try:
         os.replace(tmp, path)
-    except BaseException:
+    except OSError as exc:
         tmp.unlink(missing_ok=True)
-        raise
+        raise _failed(path, exc) from exc
     if durable:
         fsync_dir(path.parent)
 
@@ -195,21 +228,177 @@ def read_jsonl(path: Path, valid: Callable[[Json], bool] | None = None) -> Lines
     return found
 
 
-def _reject(path: Path, raws: Iterable[bytes], why: str) -> None:
-    """Append raw lines to `*.rejected.jsonl`. Caller holds `path`'s lock."""
-    records = [
-        {"rejected_at": time.time(), "reason": why, "line": raw.decode("utf-8", "backslashreplace")}
-        for raw in raws
-    ]
-    if not records:
-        return
-    log.warning("%s: moved %d %s line(s) to %s", path, len(records), why,
-                rejected_path(path).name)
-    fd = _open_new(rejected_path(path), os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+# -- bounded line reading ----------------------------------------------------------------
+@dataclass
+class RawLine:
+    """One line of a JSONL file as found on disk, without its newline."""
+
+    start: int  # offset of its first byte
+    end: int  # offset just past its newline (the end of the file for a torn tail)
+    data: bytes  # the line; only its first REJECT_HEAD bytes when `long`
+    length: int  # its real length in bytes
+    long: bool = False  # over MAX_LINE: never loaded whole, never parsed
+    torn: bool = False  # the file's last line, without a newline
+
+
+@dataclass
+class Refusal:
+    """Why a reader will not hand a line over; `id` when the line's id was readable."""
+
+    reason: str
+    id: str | None = None
+
+
+#: a reader's verdict on one line: the record, or why it is refused
+Judge = Callable[[RawLine], "Json | Refusal"]
+
+
+def scan_lines(fd: int, size: int | None = None, max_line: int = MAX_LINE) -> Iterator[RawLine]:
+    """Every line of the open file up to `size`, oldest first, a torn tail last.
+
+    Reads in chunks and keeps at most `max_line` bytes (plus one chunk) of any line: a 10 MiB
+    line costs no 10 MiB of memory, it comes out `long` with only its head."""
+    if size is None:
+        size = os.fstat(fd).st_size
+    pos = start = length = 0
+    head = bytearray()
+    while pos < size:
+        chunk = os.pread(fd, min(_CHUNK, size - pos), pos)
+        if not chunk:
+            break  # cut short meanwhile (only a reader without the lock sees this)
+        i = 0
+        while i < len(chunk):
+            nl = chunk.find(b"\n", i)
+            stop = len(chunk) if nl < 0 else nl
+            if length <= max_line:
+                head += chunk[i:stop]
+            length += stop - i
+            if nl < 0:
+                break
+            yield _raw_line(start, pos + nl + 1, head, length, max_line, torn=False)
+            start, head, length = pos + nl + 1, bytearray(), 0
+            i = nl + 1
+        pos += len(chunk)
+    if start < pos:
+        yield _raw_line(start, pos, head, length, max_line, torn=True)
+
+
+def _raw_line(start: int, end: int, head: bytearray, length: int, max_line: int,
+              torn: bool) -> RawLine:
+    long = length > max_line
+    return RawLine(start, end, bytes(head[:REJECT_HEAD] if long else head), length, long, torn)
+
+
+def json_judge(valid: Callable[[Json], bool] | None = None) -> Judge:
+    """The plain verdict: a JSON object (passing `valid`, if given), else "bad"."""
+    def judge(line: RawLine) -> Json | Refusal:
+        if line.long:
+            return Refusal(f"line over {MAX_LINE} bytes ({line.length} bytes)")
+        try:
+            obj = json.loads(line.data)
+        except ValueError:
+            return Refusal("bad")
+        if isinstance(obj, dict) and (valid is None or valid(obj)):
+            return obj
+        return Refusal("bad")
+    return judge
+
+
+@dataclass
+class Sorted:
+    """What a bounded read or drain made of a file."""
+
+    taken: list[Json] = field(default_factory=list)  # handed over, oldest first
+    refused: list[tuple[Refusal, RawLine]] = field(default_factory=list)  # a torn tail too
+    left: list[RawLine] = field(default_factory=list)  # good, but not taken this time
+    kept: int = 0  # bytes a drain left in the file (those of `left`)
+
+
+def _sort_lines(fd: int, size: int, judge: Judge,
+                take: Callable[[Json], bool] | None) -> Sorted:
+    out = Sorted()
+    for line in scan_lines(fd, size):
+        if line.torn:
+            out.refused.append((Refusal("torn"), line))
+            continue
+        if not line.long and not line.data.strip():
+            continue
+        verdict = judge(line)
+        if isinstance(verdict, Refusal):
+            out.refused.append((verdict, line))
+        elif take is None or take(verdict):
+            out.taken.append(verdict)
+        else:
+            out.left.append(line)
+    return out
+
+
+def read_lines(path: Path, judge: Judge) -> Sorted:
+    """Read without the lock, moving nothing: the records `judge` accepts, and what it
+    refuses (reported, left in place; a torn tail is a writer at work and is skipped)."""
     try:
-        _write_all(fd, b"".join(dumps_line(r) for r in records))
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return Sorted()
+    try:
+        found = _sort_lines(fd, os.fstat(fd).st_size, judge, None)
     finally:
         os.close(fd)
+    found.refused = [(r, line) for r, line in found.refused if not line.torn]
+    return found
+
+
+# -- rejected lines ----------------------------------------------------------------------
+def rejection(line: RawLine | bytes, reason: str, line_id: str | None = None) -> Json:
+    """The `*.rejected.jsonl` record of a refused line (only the head of an over-long one,
+    with its real size)."""
+    raw = line if isinstance(line, bytes) else line.data
+    record: Json = {"rejected_at": time.time(), "reason": reason,
+                    "line": raw.decode("utf-8", "backslashreplace")}
+    if line_id is not None:
+        record["id"] = line_id
+    if isinstance(line, RawLine) and line.long:
+        record.update(bytes=line.length, cut=True)
+    return record
+
+
+def _append_rejected(path: Path, records: list[Json]) -> None:
+    """Append to `path`'s `*.rejected.jsonl`. The caller holds `path`'s lock, which guards
+    its rejected file too (only `path`'s lock holders write there)."""
+    if not records:
+        return
+    target = rejected_path(path)
+    log.warning("%s: moved %d line(s) to %s (%s)", path, len(records), target.name,
+                ", ".join(sorted({str(r["reason"]) for r in records})))
+    try:
+        fd = _open_new(target, os.O_RDWR | os.O_APPEND | os.O_CREAT)
+    except OSError as exc:
+        raise _failed(target, exc) from exc
+    try:
+        _append_fd(target, fd, b"".join(dumps_line(r) for r in records), durable=False)
+    finally:
+        os.close(fd)
+
+
+def _reject(path: Path, raws: Iterable[bytes], why: str) -> None:
+    """Append raw lines to `*.rejected.jsonl`. Caller holds `path`'s lock."""
+    _append_rejected(path, [rejection(raw, why) for raw in raws])
+
+
+def _append_fd(path: Path, fd: int, data: bytes, *, durable: bool) -> None:
+    """Write `data` at the end of `fd` (opened O_APPEND, lock held). If any of it fails,
+    cut the file back to the size it had, so no partial line is left (CONTRACT §3)."""
+    size = os.fstat(fd).st_size
+    try:
+        _write_all(fd, data)
+        if durable:
+            os.fsync(fd)
+    except OSError as exc:
+        try:
+            os.ftruncate(fd, size)
+        except OSError as cut:  # pragma: no cover - the file system refuses even that
+            log.error("%s: cannot cut a failed append back to %d bytes: %s", path, size, cut)
+        raise _failed(path, exc) from exc
 
 
 def _cut_torn_tail(path: Path, fd: int) -> None:
@@ -241,18 +430,20 @@ def append_jsonl(path: Path, records: Iterable[Json], *, durable: bool = False,
     """Append records as complete lines with one `write` under `path`'s lock.
 
     The folder must exist: appending never creates a team folder. `locked=True` when the
-    caller already holds the lock.
+    caller already holds the lock. A failed write is undone (the file is cut back to the
+    size it had) and raised as an OSError naming `path`.
     """
     data = b"".join(dumps_line(r) for r in records)
     if not data:
         return
     with _maybe_lock(path, locked):
-        fd = _open_new(path, os.O_RDWR | os.O_APPEND | os.O_CREAT)
+        try:
+            fd = _open_new(path, os.O_RDWR | os.O_APPEND | os.O_CREAT)
+        except OSError as exc:
+            raise _failed(path, exc) from exc
         try:
             _cut_torn_tail(path, fd)
-            _write_all(fd, data)
-            if durable:
-                os.fsync(fd)
+            _append_fd(path, fd, data, durable=durable)
         finally:
             os.close(fd)
 
@@ -268,32 +459,51 @@ def _maybe_lock(path: Path, already: bool) -> Iterator[None]:
 
 def drain_jsonl(path: Path, consume: Callable[[list[Json]], None],
                 valid: Callable[[Json], bool] | None = None) -> list[Json]:
-    """Take every record out of `path` without losing one.
+    """Take every record out of `path` without losing one (see `drain_lines`); lines that
+    are not JSON objects passing `valid` are moved aside as "bad"."""
+    return drain_lines(path, consume, json_judge(valid)).taken
 
-    Under the lock: read, hand the records to `consume` (which must record them durably),
-    and only then truncate the file in place. If `consume` raises, the file is untouched.
-    Bad lines and a torn tail are moved to `*.rejected.jsonl`.
+
+def drain_lines(path: Path, consume: Callable[[list[Json]], None], judge: Judge,
+                take: Callable[[Json], bool] | None = None) -> Sorted:
+    """Take records out of `path` without losing one.
+
+    Under the lock: read line by line (bounded, see `scan_lines`); hand the records `judge`
+    accepts and `take` takes (all, without `take`) to `consume`, which must record them
+    durably; move refused lines and a torn tail to `*.rejected.jsonl`; then cut the file in
+    place, or, when records are left for later, replace it with those alone (temp file,
+    fsync, os.replace). If `consume` raises, the file is untouched.
     """
     with lock(path):
         try:
             fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
         except FileNotFoundError:
-            return []
+            return Sorted()
         try:
             size = os.fstat(fd).st_size
             if size == 0:
-                return []
-            found = parse_lines(os.pread(fd, size, 0), valid)
-            if found.records:
-                consume(found.records)
-            _reject(path, found.bad, "bad")
-            if found.torn:
-                _reject(path, [found.torn], "torn")
-            os.ftruncate(fd, 0)
-            os.fsync(fd)
+                return Sorted()
+            found = _sort_lines(fd, size, judge, take)
+            if found.taken:
+                consume(found.taken)
+            # aside before the cut: a refused line is never only in memory
+            _append_rejected(path, [rejection(line, r.reason, r.id)
+                                    for r, line in found.refused])
+            if found.left:
+                _atomic_write(path, _copy_lines(fd, found.left))
+                found.kept = sum(line.end - line.start for line in found.left)
+            else:
+                os.ftruncate(fd, 0)
+                os.fsync(fd)
         finally:
             os.close(fd)
-    return found.records
+    return found
+
+
+def _copy_lines(fd: int, lines: list[RawLine]) -> Iterator[bytes]:
+    """The bytes of `lines` (each at most MAX_LINE and its newline) read back from `fd`."""
+    for line in lines:
+        yield os.pread(fd, line.end - line.start, line.start)
 
 
 def rewrite_jsonl(path: Path, keep: Callable[[Json], bool] | None = None) -> Lines:

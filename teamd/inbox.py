@@ -3,13 +3,22 @@
 Appending is the send. An inbox holds only what its owner has not yet taken in; draining
 hands the messages to the consumer, which records them durably, before the inbox is cut.
 Every delivery is also journalled as a `message` event so history survives draining.
+
+Readers refuse what a writer would have refused (CONTRACT §3, "What a reader refuses"): a
+line that is not UTF-8 or not JSON, a message missing a field or of an unknown type, a
+`content` over 256 KiB, any line over 1 MiB, and a second line with an id already in the
+inbox. A drain moves such lines to `*.rejected.jsonl` and journals `message_rejected`; a
+peek only skips them.
 """
 
 from __future__ import annotations
 
+import json
+import logging
 import time
 import uuid
 from collections.abc import Callable
+from numbers import Real
 from typing import Any
 
 from teamd import events, files
@@ -17,10 +26,32 @@ from teamd.errors import BadInput
 from teamd.files import Json
 from teamd.layout import Workspace
 
+log = logging.getLogger(__name__)
+
 MAX_CONTENT = 256 * 1024
-TYPES = ("message", "broadcast", "shutdown_request", "shutdown_response",
-         "plan_approval_request", "plan_approval_response", "idle_notification",
-         "member_failed", "permission_request", "permission_response")
+#: a teammate takes in at most this many messages, or MAX_CONTENT of content, per model
+#: call (a shutdown_request always among them); the rest waits for the next call
+BATCH_MESSAGES = 100
+#: every message type, with the extra fields it must carry (CONTRACT §3)
+EXTRA_FIELDS: dict[str, tuple[str, ...]] = {
+    "message": (),
+    "broadcast": (),
+    "shutdown_request": ("request_id", "reason"),
+    "shutdown_response": ("request_id", "approve", "reason"),
+    "plan_approval_request": ("request_id", "plan"),
+    "plan_approval_response": ("request_id", "approve", "feedback"),
+    "idle_notification": ("reason", "summary"),
+    "member_failed": ("member", "reason"),
+    "task_assigned": ("task_id",),
+    "permission_request": ("request_id", "tool", "input", "rule"),
+    "permission_response": ("request_id", "approve", "feedback"),
+    "budget_reached": ("member", "spent_usd", "budget_usd", "scope"),
+}
+TYPES = tuple(EXTRA_FIELDS)
+#: extra fields that are words; a sender that has none to say writes "" (never leaves
+#: the field out: a reader refuses a message missing one)
+TEXT_FIELDS = ("reason", "plan", "feedback", "summary", "rule")
+COMMON_TEXT = ("sender", "recipient", "content")
 
 
 def check_content(content: str) -> str:
@@ -38,13 +69,24 @@ def check_content(content: str) -> str:
 
 
 def make(type_: str, sender: str, recipient: str, content: str, **extra: Any) -> Json:
-    """A message as it goes into an inbox. `extra` fields set to None are left out."""
+    """A message as it goes into an inbox. `extra` fields set to None are left out, except
+    the type's own text fields, which become "" (a reader refuses a message missing one)."""
     if type_ not in TYPES:
         raise BadInput(f"unknown message type {type_!r}; one of: {', '.join(TYPES)}")
     msg: Json = {"id": uuid.uuid4().hex, "type": type_, "sender": sender,
                  "recipient": recipient, "content": check_content(content),
                  "timestamp": time.time()}
     msg.update({k: v for k, v in extra.items() if v is not None})
+    for key in EXTRA_FIELDS[type_]:
+        if msg.get(key) is None and key in TEXT_FIELDS:
+            msg[key] = ""
+    why = refusal(msg)
+    if why is not None:
+        raise BadInput(f"{type_}: {why}")
+    size = len(files.dumps_line(msg))
+    if size > files.MAX_LINE:
+        raise BadInput(f"the message is {size} bytes as a line; the limit is "
+                       f"{files.MAX_LINE} (1 MiB)")
     return msg
 
 
@@ -68,21 +110,124 @@ def deliver(ws: Workspace, team: str, messages: list[Json]) -> None:
     events.emit_many(ws, team, records)
 
 
+def refusal(record: Json) -> str | None:
+    """Why `record` is not a message a reader may hand over, or None when it is one."""
+    if not isinstance(record.get("id"), str) or not record["id"]:
+        return "missing field id"
+    kind = record.get("type")
+    if not isinstance(kind, str) or not kind:
+        return "missing field type"
+    if kind not in EXTRA_FIELDS:
+        return f"unknown type {kind[:100]!r}"
+    for key in COMMON_TEXT:
+        if not isinstance(record.get(key), str):
+            return f"missing field {key}"
+    stamp = record.get("timestamp")
+    if not isinstance(stamp, Real) or isinstance(stamp, bool):
+        return "missing field timestamp"
+    for key in EXTRA_FIELDS[kind]:
+        value = record.get(key)
+        if value is None:
+            return f"missing field {key}"
+        if key == "approve" and not isinstance(value, bool):
+            return "approve is not true or false"
+    try:
+        size = len(record["content"].encode("utf-8"))
+    except UnicodeEncodeError:
+        return "content is not valid UTF-8"
+    if size > MAX_CONTENT:
+        return f"content over 256 KiB ({size} bytes)"
+    return None
+
+
 def is_message(record: Json) -> bool:
     """Shaped like a message: a line that is JSON but not this is a bad line, moved aside
     rather than handed to a teammate that would trip over it on every restart."""
-    return (isinstance(record.get("id"), str) and bool(record["id"])
-            and record.get("type") in TYPES
-            and all(isinstance(record.get(k), str) for k in ("sender", "recipient", "content")))
+    return refusal(record) is None
+
+
+def judge() -> files.Judge:
+    """A reader's verdict on each line of one inbox, read oldest first: the message, or
+    why it is refused. Stateful: a second line with an id already accepted is a
+    `duplicate id` (the first is the message)."""
+    seen: set[str] = set()
+
+    def verdict(line: files.RawLine) -> Json | files.Refusal:
+        if line.long:
+            return files.Refusal(f"line over 1 MiB ({line.length} bytes)")
+        try:
+            text = line.data.decode("utf-8")
+        except UnicodeDecodeError:
+            return files.Refusal("not UTF-8")
+        try:
+            record = json.loads(text)
+        except ValueError:
+            return files.Refusal("not JSON")
+        if not isinstance(record, dict):
+            return files.Refusal("not a JSON object")
+        mid = record.get("id") if isinstance(record.get("id"), str) else None
+        why = refusal(record)
+        if why is not None:
+            return files.Refusal(why, mid)
+        if record["id"] in seen:
+            return files.Refusal("duplicate id", mid)
+        seen.add(record["id"])
+        return record
+
+    return verdict
 
 
 def peek(ws: Workspace, team: str, name: str) -> list[Json]:
-    """What is waiting in `name`'s inbox, without taking it."""
-    return files.read_jsonl(ws.inbox(team, name), is_message).records
+    """What is waiting in `name`'s inbox, without taking it. Lines a reader refuses are
+    skipped and reported, not moved (only a drain, which holds the lock, moves them)."""
+    path = ws.inbox(team, name)
+    found = files.read_lines(path, judge())
+    if found.refused:
+        log.warning("%s: skipping %d line(s) that are not messages (%s); its owner's next "
+                    "read moves them to %s", path, len(found.refused),
+                    ", ".join(sorted({r.reason for r, _ in found.refused})),
+                    files.rejected_path(path).name)
+    return found.taken
 
 
-def drain(ws: Workspace, team: str, name: str,
-          consume: Callable[[list[Json]], None]) -> list[Json]:
-    """Take everything out of `name`'s inbox; `consume` must record it durably first.
-    Lines that are not messages go to the inbox's `*.rejected.jsonl`."""
-    return files.drain_jsonl(ws.inbox(team, name), consume, is_message)
+def drain(ws: Workspace, team: str, name: str, consume: Callable[[list[Json]], None], *,
+          max_messages: int | None = None, max_content: int | None = None) -> list[Json]:
+    """Take messages out of `name`'s inbox, oldest first; `consume` must record them
+    durably first. With limits, at most `max_messages` messages and `max_content` bytes of
+    content are taken (a shutdown_request always is); the rest stays for the next drain.
+    Refused lines go to the inbox's `*.rejected.jsonl`, each journalled `message_rejected`."""
+    return take(ws, team, name, consume, max_messages=max_messages,
+                max_content=max_content).taken
+
+
+def take(ws: Workspace, team: str, name: str, consume: Callable[[list[Json]], None], *,
+         max_messages: int | None = None, max_content: int | None = None) -> files.Sorted:
+    """`drain`, saying also what it refused and how much it left in the inbox."""
+    path = ws.inbox(team, name)
+    count = content = 0
+    full = False
+
+    def take(msg: Json) -> bool:
+        nonlocal count, content, full
+        size = len(msg["content"].encode("utf-8"))
+        over = full or (max_messages is not None and count >= max_messages) or \
+            (max_content is not None and content + size > max_content)
+        if over and msg["type"] != "shutdown_request":
+            full = True  # oldest first: nothing later overtakes what is left
+            return False
+        count += 1
+        content += size
+        return True
+
+    found = files.drain_lines(path, consume, judge(), take)
+    if found.refused:
+        rel = str(path.relative_to(ws.root)) if path.is_relative_to(ws.root) else str(path)
+        now = time.time()
+        records = [{"ts": now, "event": "message_rejected", "member": name, "file": rel,
+                    "reason": r.reason, **({"id": r.id} if r.id is not None else {})}
+                   for r, _ in found.refused]
+        try:
+            events.emit_many(ws, team, records)
+        except OSError as exc:  # the lines are aside already; the journal is the lesser loss
+            log.warning("cannot journal %d rejected line(s) of %s: %s", len(records), path, exc)
+    return found

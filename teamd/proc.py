@@ -19,6 +19,7 @@ log = logging.getLogger(__name__)
 EXIT_SHUTDOWN = 0
 EXIT_SLEEP = 75  # EX_TEMPFAIL: "try again later"
 EXIT_BOOT_ERROR = 3
+EXIT_NO_SPACE = 74  # EX_IOERR: stopped for want of space; retried later, never a crash
 
 PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36

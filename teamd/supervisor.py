@@ -30,6 +30,7 @@ from teamd.layout import LEAD, NAME_RE, SUPERVISOR, Workspace
 from teamd.notify import NOTIFY_ENV_KEYS, Notifier, format_status, scrub_child_env
 from teamd.proc import (
     EXIT_BOOT_ERROR,
+    EXIT_NO_SPACE,
     become_subreaper,
     close_fds,
     decode_wait_status,
@@ -48,6 +49,8 @@ log = logging.getLogger(__name__)
 SAFETY_INTERVAL = 5.0  # a reconcile at least this often, in case a wakeup was missed
 WAIT_LIVE_INTERVAL = 0.2  # re-check while a previous supervisor's process winds down
 RELEVANT_SUFFIXES = ("config.json", "_inbox.jsonl", ".highwatermark")
+#: back-off of a member that cannot start for want of space (CONTRACT §3, §4 "Exits")
+SPACE_RETRY_FIRST, SPACE_RETRY_MAX = 1.0, 30.0
 
 
 WARM_REPLY: Json = {
@@ -133,6 +136,8 @@ class Supervisor:
         self.pid = os.getpid()
         self.children: dict[int, Child] = {}
         self.crashes: dict[tuple[str, str], policy.CrashHistory] = {}
+        # (team, name) → (no fork before, last delay): members held back for want of space
+        self.no_space: dict[tuple[str, str], tuple[float, float]] = {}
         self.orphans: dict[tuple[int, float], float] = {}  # (pid, start) → first seen
         self.models_checked: set[tuple[str, str]] = set()  # (team, model) since this start
         self.sig_queue: list[int] = []
@@ -425,7 +430,15 @@ class Supervisor:
 
     # -- processes -----------------------------------------------------------------------
     def spawn_worker(self, team: str, name: str, reset: bool = False) -> None:
-        """Fork a teammate; record its pid in the roster; only then let it run."""
+        """Fork a teammate; record its pid in the roster; only then let it run.
+
+        A fork that cannot be recorded for want of space is stopped (it sees its go pipe
+        close) and the member held back (`hold_for_space`): never a fork loop, and never a
+        crash counted toward `restart_limit`."""
+        held = self.no_space.get((team, name))
+        if held is not None and time.time() < held[0]:
+            self.wake_in(held[0] - time.time())
+            return
         go_r, go_w = os.pipe2(os.O_CLOEXEC)
         pid = os.fork()
         if pid == 0:  # pragma: no cover - runs in the child
@@ -452,17 +465,34 @@ class Supervisor:
         try:
             moved = roster.update(self.ws, team, record)
         except Exception as exc:
-            log.error("%s/%s: cannot record pid %d: %s", team, name, pid, exc)
+            delay = self.hold_for_space(team, name) if files.out_of_space(exc) else None
+            log.error("%s/%s: cannot record pid %d: %s%s", team, name, pid, exc,
+                      f"; trying again in {delay:g} s" if delay else "")
             moved = None
         if moved is None:
             child.aborted = True  # the child sees its go pipe close and exits
             os.close(go_w)
             return
-        events.emit(self.ws, team, "spawned", member=name, pid=pid)
-        events.status_changed(self.ws, team, name, moved)
-        os.write(go_w, b"1")
-        os.close(go_w)
+        try:
+            events.emit(self.ws, team, "spawned", member=name, pid=pid)
+            events.status_changed(self.ws, team, name, moved)
+        except OSError as exc:  # the roster has it: the journal is the lesser loss
+            log.error("%s/%s: cannot journal its start: %s", team, name, exc)
+        finally:
+            os.write(go_w, b"1")
+            os.close(go_w)
         log.info("spawned %s/%s pid %d", team, name, pid)
+
+    def hold_for_space(self, team: str, name: str) -> float:
+        """Hold a member back from forking for a while (1 s doubling to 30 s) after a start
+        failed for want of space; returns the delay. Such a start is not a crash."""
+        now = time.time()
+        held = self.no_space.get((team, name))
+        recent = held is not None and now - held[0] < 2 * SPACE_RETRY_MAX
+        delay = min(SPACE_RETRY_MAX, held[1] * 2) if held and recent else SPACE_RETRY_FIRST
+        self.no_space[(team, name)] = (now + delay, delay)
+        self.wake_in(delay)
+        return delay
 
     def child_main(self, team: str, name: str, go_r: int) -> None:  # pragma: no cover
         code = EXIT_BOOT_ERROR
@@ -483,9 +513,9 @@ class Supervisor:
             code = run_member(self.ws, team, name)
         except SystemExit as exc:
             code = exc.code if isinstance(exc.code, int) else 1
-        except BaseException:
+        except BaseException as exc:
             traceback.print_exc()
-            code = 1
+            code = EXIT_NO_SPACE if files.out_of_space(exc) else 1
         finally:
             try:
                 logging.shutdown()
@@ -520,9 +550,16 @@ class Supervisor:
                 break
             child = self.children.pop(pid, None)
             if child is not None:
-                code, sig = decode_wait_status(status)
-                self.on_exit(child, code, sig)
+                self.record_exit(child, *decode_wait_status(status))
         self.kill_strays()
+
+    def record_exit(self, child: Child, code: int | None, sig: int | None) -> None:
+        """`on_exit`, surviving what it cannot write (a full disk): the supervisor goes on,
+        and the next reconcile sees the member's process gone."""
+        try:
+            self.on_exit(child, code, sig)
+        except Exception:
+            log.exception("%s/%s: cannot record its exit", child.team, child.name)
 
     def kill_strays(self) -> None:
         """Kill what dead teammates left behind (their tools' process groups), which the
@@ -567,7 +604,13 @@ class Supervisor:
             else:
                 new = policy.status_after_exit(code if sig is None else None, m["desired"],
                                                self.stopping)
-            if new == "backoff":
+            if new == "backoff" and code == EXIT_NO_SPACE and sig is None:
+                # stopped for want of space: retried with back-off, never counted
+                outcome["delay"] = self.hold_for_space(team, name)
+                m["restart_at"] = now + outcome["delay"]
+                m["last_error"] = (f"stopped for want of space (see its log); starting again "
+                                   f"in {outcome['delay']:g} s")
+            elif new == "backoff":
                 history.record(now, now - child.started_at, self.conf)
                 m["restarts"] = int(m.get("restarts") or 0) + 1
                 if history.over_limit(self.conf):
@@ -634,7 +677,7 @@ class Supervisor:
             except ChildProcessError:
                 status = 0
             child = self.children.pop(pid)
-            self.on_exit(child, *decode_wait_status(status))
+            self.record_exit(child, *decode_wait_status(status))
         self.kill_strays()
         try:
             self.ws.supervisor_info.unlink()

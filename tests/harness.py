@@ -10,6 +10,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any, TypeVar
 
 import psutil
@@ -49,9 +50,9 @@ def journal(ws: Workspace, team: str) -> list[dict[str, Any]]:
 class Teamd:
     """A `teamd run` process for one workspace."""
 
-    def __init__(self, ws: Workspace, env: dict[str, str]) -> None:
+    def __init__(self, ws: Workspace, env: dict[str, str], log_path: Path | None = None) -> None:
         self.ws = ws
-        self.log_path = ws.root / "teamd.log"
+        self.log_path = log_path or ws.root / "teamd.log"  # elsewhere when the root fills up
         self.log = open(self.log_path, "ab")  # noqa: SIM115 - closed in stop()
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "teamd", "run", "--root", str(ws.root)],
@@ -97,9 +98,10 @@ def teamd_env(base_url: str, **settings: Any) -> dict[str, str]:
 
 
 @contextmanager
-def running_teamd(ws: Workspace, base_url: str, **settings: Any) -> Iterator[Teamd]:
+def running_teamd(ws: Workspace, base_url: str, *, log_path: Path | None = None,
+                  **settings: Any) -> Iterator[Teamd]:
     """Run teamd for the block; afterwards make sure nothing it started is left."""
-    daemon = Teamd(ws, teamd_env(base_url, **settings))
+    daemon = Teamd(ws, teamd_env(base_url, **settings), log_path)
     try:
         yield daemon
     finally:
@@ -123,3 +125,18 @@ def reap_leftovers(ws: Workspace) -> None:
 def read_log(ws: Workspace, team: str, name: str) -> str:
     path = ws.member_log(team, name)
     return path.read_text(errors="replace") if path.exists() else ""
+
+
+@contextmanager
+def file_size_limit(limit: int) -> Iterator[None]:
+    """RLIMIT_FSIZE for this process for the block: a write past `limit` bytes of any file
+    is cut short and the next fails with EFBIG (Python ignores SIGXFSZ). A full disk for
+    one process, without touching the disk."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limit, hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))

@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import multiprocessing
 import os
 import signal
 import stat
+import tracemalloc
 from pathlib import Path
 
 import pytest
 
 from teamd import files
 from teamd.errors import TeamdError
+from tests.harness import file_size_limit
 
 
 @pytest.fixture
@@ -268,3 +271,97 @@ def test_lock_excludes_other_processes_and_dies_with_its_holder(folder: Path) ->
     with files.lock(path, timeout=5):
         pass
     assert files.lock_path(path).exists()  # kept, never deleted
+
+
+# -- a write that fails leaves nothing torn (CONTRACT §3, "What a writer leaves") ---------
+def test_a_failed_append_is_cut_back_and_names_the_file(folder: Path) -> None:
+    path = folder / "x.jsonl"
+    files.append_jsonl(path, [{"n": 1}])
+    before = path.read_bytes()
+    # room for 100 more bytes: the kernel writes those, then refuses the rest
+    with file_size_limit(len(before) + 100), pytest.raises(OSError) as caught:
+        files.append_jsonl(path, [{"text": "x" * 10_000}], durable=True)
+    assert caught.value.errno == errno.EFBIG
+    assert caught.value.filename == str(path)
+    assert path.read_bytes() == before  # not the 100 bytes of half a line
+    files.append_jsonl(path, [{"n": 2}])
+    assert lines_of(path) == [b'{"n":1}\n', b'{"n":2}\n']
+
+
+def test_a_failed_rejected_append_is_cut_back_too(folder: Path) -> None:
+    path = folder / "x.jsonl"
+    files.append_jsonl(path, [{"n": 1}])
+    files.rejected_path(path).write_bytes(b'{"old":1}\n')
+    with open(path, "ab") as fh:
+        fh.write(b'{"torn": "' + b"y" * 5_000)
+    before = path.read_bytes()
+    with file_size_limit(len(before)), pytest.raises(OSError) as caught:
+        files.append_jsonl(path, [{"n": 2}])  # moving the torn tail aside fails first
+    assert caught.value.filename == str(files.rejected_path(path))
+    assert files.rejected_path(path).read_bytes() == b'{"old":1}\n'
+    assert path.read_bytes() == before  # nothing cut, nothing glued
+    files.append_jsonl(path, [{"n": 2}])
+    assert lines_of(path) == [b'{"n":1}\n', b'{"n":2}\n']
+
+
+def test_a_failed_atomic_write_names_the_file_and_leaves_no_temp(folder: Path) -> None:
+    path = folder / "doc.json"
+    files.write_json(path, {"v": 1})
+    with file_size_limit(10), pytest.raises(OSError) as caught:
+        files.write_json(path, {"v": "x" * 1000})
+    assert caught.value.errno == errno.EFBIG and caught.value.filename == str(path)
+    assert files.read_json(path) == {"v": 1}
+    assert sorted(p.name for p in folder.iterdir()) == ["doc.json"]
+
+
+# -- bounded reading ---------------------------------------------------------------------
+def test_a_huge_line_is_read_without_loading_it(folder: Path) -> None:
+    path = folder / "x.jsonl"
+    huge = 10 * 1024 * 1024
+    with open(path, "wb") as fh:
+        fh.write(b'{"n":1}\n')
+        fh.write(b'{"big": "' + b"z" * huge + b'"}\n')
+        fh.write(b'{"n":2}\n')
+    tracemalloc.start()
+    try:
+        got: list[dict[str, object]] = []
+        found = files.drain_lines(path, got.extend, files.json_judge())
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert got == [{"n": 1}, {"n": 2}]
+    assert peak < 3 * files.MAX_LINE  # not the 10 MiB line
+    [(refusal, line)] = found.refused
+    assert line.long and line.length == huge + 11
+    assert refusal.reason.startswith("line over")
+    [rejected] = files.read_jsonl(files.rejected_path(path)).records
+    assert rejected["bytes"] == huge + 11 and rejected["cut"] is True
+    assert len(rejected["line"]) == files.REJECT_HEAD
+    assert path.read_bytes() == b""
+
+
+def test_scan_lines_finds_every_line_across_chunks(folder: Path) -> None:
+    path = folder / "x.jsonl"
+    lines = [b"a" * n for n in (0, 1, 65535, 65536, 65537, 200_000, 3)]
+    path.write_bytes(b"\n".join(lines) + b"\ntail")
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        found = list(files.scan_lines(fd))
+    finally:
+        os.close(fd)
+    assert [x.data for x in found] == [*lines, b"tail"]
+    assert [x.torn for x in found] == [False] * len(lines) + [True]
+    assert all(path.read_bytes()[x.start:x.end].rstrip(b"\n") == x.data for x in found)
+
+
+def test_drain_leaves_what_take_refuses_in_place(folder: Path) -> None:
+    path = folder / "x.jsonl"
+    files.append_jsonl(path, [{"n": n} for n in range(5)])
+    inode = path.stat().st_ino
+    got: list[dict[str, int]] = []
+    found = files.drain_lines(path, got.extend, files.json_judge(), take=lambda r: r["n"] < 2)
+    assert got == [{"n": 0}, {"n": 1}] and len(found.left) == 3
+    assert lines_of(path) == [b'{"n":2}\n', b'{"n":3}\n', b'{"n":4}\n']
+    assert path.stat().st_ino != inode  # replaced whole (temp file, os.replace)
+    assert mode(path) == 0o600
+    assert sorted(p.name for p in folder.iterdir()) == ["x.jsonl", "x.jsonl.lock"]

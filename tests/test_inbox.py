@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import uuid
+
 import pytest
 
 from teamd import actions, events, files, inbox
@@ -162,3 +164,106 @@ def test_a_json_line_that_is_not_a_message_is_moved_aside(ws: Workspace) -> None
     rejected = files.read_jsonl(files.rejected_path(path)).records
     assert len(rejected) == 2 and '"abc"' in rejected[0]["line"]
     assert path.read_bytes() == b""
+
+
+# -- what a reader refuses (CONTRACT §3) -------------------------------------------------
+def raw_message(**fields: object) -> dict[str, object]:
+    base: dict[str, object] = {"id": uuid.uuid4().hex, "type": "message", "sender": "lead",
+                               "recipient": "alice", "content": "x", "timestamp": 1.0}
+    base.update(fields)
+    return {k: v for k, v in base.items() if v is not None}
+
+
+def test_a_reader_refuses_what_a_writer_would_have(ws: Workspace, team: str) -> None:
+    first = inbox.make("message", "lead", "alice", "first")
+    last = inbox.make("message", "lead", "alice", "last")
+    bad: list[tuple[bytes, str, str | None]] = [  # (line, reason, id in the journal)
+        (b"\xff\xfe not utf-8", "not UTF-8", None),
+        (b"{not json", "not JSON", None),
+        (b"[1, 2]", "not a JSON object", None),
+    ]
+    for fields, reason in [
+        ({"id": "m-no-sender", "sender": None}, "missing field sender"),
+        ({"id": "m-no-stamp", "timestamp": None}, "missing field timestamp"),
+        ({"id": "m-no-reason", "type": "shutdown_request", "request_id": "r1"},
+         "missing field reason"),
+        ({"id": "m-approve", "type": "shutdown_response", "request_id": "r1",
+          "approve": "yes", "reason": ""}, "approve is not true or false"),
+        ({"id": "m-no-task", "type": "task_assigned"}, "missing field task_id"),
+        ({"id": "m-odd", "type": "telepathy"}, "unknown type 'telepathy'"),
+        ({"id": "m-big", "content": "c" * (inbox.MAX_CONTENT + 1)},
+         f"content over 256 KiB ({inbox.MAX_CONTENT + 1} bytes)"),
+        ({"id": first["id"], "content": "a copy"}, "duplicate id"),
+    ]:
+        bad.append((files.dumps_line(raw_message(**fields))[:-1], reason, str(fields["id"])))
+    huge = files.dumps_line(raw_message(id="m-huge", content="h" * (2 << 20)))[:-1]
+    bad.append((huge, f"line over 1 MiB ({len(huge)} bytes)", None))
+    path = ws.inbox(team, "alice")
+    path.write_bytes(files.dumps_line(first) + b"".join(line + b"\n" for line, _, _ in bad)
+                     + files.dumps_line(last))
+    before = path.read_bytes()
+
+    assert inbox.peek(ws, team, "alice") == [first, last]
+    assert path.read_bytes() == before  # a peek moves nothing
+    assert not files.rejected_path(path).exists()
+
+    got: list[dict[str, object]] = []
+    assert inbox.drain(ws, team, "alice", got.extend) == [first, last]
+    assert got == [first, last]
+    assert path.read_bytes() == b""
+    rejected = files.read_jsonl(files.rejected_path(path)).records
+    assert [r["reason"] for r in rejected] == [reason for _, reason, _ in bad]
+    for record, (line, _, _) in zip(rejected, bad, strict=True):
+        if record.get("cut"):  # the over-long line: its head and its size
+            assert record["bytes"] == len(line)
+            assert line.startswith(record["line"].encode())
+        else:
+            assert record["line"] == line.decode("utf-8", "backslashreplace")
+    journal = [e for e in events.read(ws, team) if e["event"] == "message_rejected"]
+    assert [(e["reason"], e.get("id")) for e in journal] == [
+        (reason, None if mid is None or mid.startswith("m-huge") else mid)
+        for _, reason, mid in bad]
+    assert {e["file"] for e in journal} == {".teams/t/alice_inbox.jsonl"}
+    assert {e["member"] for e in journal} == {"alice"}
+
+
+def test_make_writes_every_field_a_reader_asks_for() -> None:
+    answer = inbox.make("plan_approval_response", "lead", "alice", "ok", request_id="r",
+                        approve=True, feedback=None)
+    assert answer["feedback"] == "" and inbox.is_message(answer)
+    note = inbox.make("idle_notification", "alice", "lead", "idle", reason="no task")
+    assert note["summary"] == "" and inbox.is_message(note)
+    with pytest.raises(BadInput, match="shutdown_request: missing field request_id"):
+        inbox.make("shutdown_request", "lead", "alice", "stop", reason="done")
+    with pytest.raises(BadInput, match="missing field task_id"):
+        inbox.make("task_assigned", "teamd", "alice", "Task #1")
+    with pytest.raises(BadInput, match="1 MiB"):  # 256 KiB of text escaped past 1 MiB
+        inbox.make("message", "lead", "alice", "\x01" * (200 * 1024))
+    for kind in ("task_assigned", "permission_request", "permission_response",
+                 "budget_reached"):
+        assert kind in inbox.TYPES
+
+
+def test_a_drain_takes_a_batch_and_leaves_the_rest_in_order(ws: Workspace, team: str) -> None:
+    sent = [inbox.make("message", "lead", "alice", f"m{i}") for i in range(150)]
+    stop = inbox.make("shutdown_request", "lead", "alice", "stop", request_id="r",
+                      reason="done")
+    inbox.deliver(ws, team, [*sent[:140], stop, *sent[140:]])
+    got: list[dict[str, object]] = []
+    inbox.drain(ws, team, "alice", got.extend, max_messages=100, max_content=inbox.MAX_CONTENT)
+    assert got == [*sent[:100], stop]  # the shutdown request is always among them
+    assert inbox.peek(ws, team, "alice") == sent[100:]
+    got.clear()
+    inbox.drain(ws, team, "alice", got.extend, max_messages=100, max_content=inbox.MAX_CONTENT)
+    assert got == sent[100:]
+    assert ws.inbox(team, "alice").read_bytes() == b""
+
+
+def test_a_drain_takes_at_most_256_kib_of_content(ws: Workspace, team: str) -> None:
+    big = [inbox.make("message", "lead", "alice", str(i) * (100 * 1024)) for i in range(3)]
+    small = inbox.make("message", "lead", "alice", "small")
+    inbox.deliver(ws, team, [*big, small])
+    got: list[dict[str, object]] = []
+    inbox.drain(ws, team, "alice", got.extend, max_messages=100, max_content=inbox.MAX_CONTENT)
+    assert got == big[:2]  # the third would pass 256 KiB; the small one does not overtake it
+    assert inbox.peek(ws, team, "alice") == [big[2], small]

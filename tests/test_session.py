@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import errno
 import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from teamd import files
 from teamd.agent.session import INTERRUPTED, Session, compacted_head, render_message
 from teamd.files import Json
+from tests.harness import file_size_limit
 
 IDENTITY = "You are teammate 'alice' in team 'crew'."
 
@@ -239,3 +243,32 @@ def test_messages_built_incrementally_match_a_fresh_rebuild(tmp_path: Path) -> N
     out = s.messages(IDENTITY)
     assert roles(out) == ["user", "assistant", "user", "assistant"]
     assert "three" in json.dumps(out[0]) and "four" in json.dumps(out[2])
+
+
+def test_a_failed_append_leaves_no_torn_line_and_waits_until_it_can(tmp_path: Path) -> None:
+    """CONTRACT §3: a teammate that cannot append to its session retries (through
+    `when_stuck`, which waits) and never leaves a torn line."""
+    s = session_at(tmp_path, [{"type": "user", "content": [text("go")]}])
+    before = s.path.read_bytes()
+    calls: list[tuple[int | None, int, bytes]] = []
+    limit = file_size_limit(len(before) + 50)  # room for 50 bytes of the line, not all
+
+    def stuck(exc: OSError | None, attempt: int) -> None:
+        calls.append((exc.errno if exc else None, attempt, s.path.read_bytes()))
+        if attempt == 1 and exc is not None:
+            limit.__exit__(None, None, None)  # space comes back
+
+    s.when_stuck = stuck
+    limit.__enter__()
+    try:
+        with pytest.raises(OSError):  # a caller that cannot wait gets the error
+            s.append({"type": "assistant", "content": [text("r" * 5000)]}, wait=False)
+        s.append({"type": "assistant", "content": [text("r" * 5000)]})
+    finally:
+        limit.__exit__(None, None, None)
+    assert [(e, a) for e, a, _ in calls] == [(errno.EFBIG, 0), (errno.EFBIG, 1), (None, 2)]
+    assert all(data == before for _, _, data in calls[:2])  # cut back each time
+    again = Session.load(s.path)
+    assert [r["type"] for r in again.records] == ["user", "assistant"]
+    assert s.path.read_bytes().endswith(b"\n")
+    assert not files.rejected_path(s.path).exists()

@@ -14,6 +14,7 @@ from __future__ import annotations
 import fcntl
 import logging
 import os
+import select
 import signal
 import time
 from pathlib import Path
@@ -43,6 +44,8 @@ class Leave(Exception):
     def __init__(self, code: int) -> None:
         super().__init__(code)
         self.code = code
+#: back-off while the session cannot be written (a full disk): no model call meanwhile
+SESSION_RETRY_FIRST, SESSION_RETRY_MAX = 1.0, 30.0
 
 
 def run_member(ws: Workspace, team: str, name: str) -> int:
@@ -78,6 +81,7 @@ class Member:
                                waiter=self.await_permission)
         self.specs = specs_for(self.kind)
         self.session = Session.load(ws.session(team, name))
+        self.session.when_stuck = self.session_stuck
         self.client = model.make_client(self.conf.api_timeout)
         self.status: str | None = member.get("status")
         self.last_context = 0
@@ -325,9 +329,12 @@ class Member:
 
     # -- inbox and protocols -------------------------------------------------------------
     def take_inbox(self, hide: tuple[str, ...] = ()) -> list[Json]:
-        """Drain the inbox into the session (recorded and fsynced before the cut).
-        Messages of a type in `hide` are recorded as taken but never shown to the model:
-        the harness answers them itself."""
+        """Drain the inbox into the session (recorded and fsynced before the cut): at most
+        BATCH_MESSAGES messages or MAX_CONTENT of content since the model last answered,
+        a shutdown_request always. Messages of a type in `hide` are recorded as taken but
+        never shown to the model: the harness answers them itself. While the session
+        cannot be written nothing is taken: it waits (see `session_stuck`) and tries
+        again."""
         try:
             if self.inbox_path.stat().st_size == 0:
                 # Nothing has landed (a line is one write under the lock, so a size of 0
@@ -347,16 +354,77 @@ class Member:
                 if mid not in self.session.known_ids and mid not in taken:
                     taken.add(mid)
                     new.append(m)
+            # no waiting here: the inbox lock is held (senders would wait on us)
             shown = [m for m in new if m.get("type") not in hide]
             hidden = [m for m in new if m.get("type") in hide]
             if hidden:
-                self.session.append({"type": "inbox", "messages": hidden, "hidden": True})
+                self.session.append({"type": "inbox", "messages": hidden, "hidden": True},
+                                    wait=False)
             if shown:
-                self.session.append({"type": "inbox", "messages": shown})
+                self.session.append({"type": "inbox", "messages": shown}, wait=False)
             fresh.extend(new)
 
-        inbox.drain(self.ws, self.team, self.name, consume)
+        count, content = self.intake()
+        attempt = 0
+        while True:
+            try:
+                inbox.take(self.ws, self.team, self.name, consume,
+                           max_messages=max(0, inbox.BATCH_MESSAGES - count),
+                           max_content=max(0, inbox.MAX_CONTENT - content))
+                break
+            except OSError as exc:  # the inbox is as it was, or what was taken is recorded
+                self.session_stuck(exc, attempt)
+                attempt += 1
+        if attempt:
+            self.session_stuck(None, attempt)
         return fresh
+
+    def intake(self) -> tuple[int, int]:
+        """Messages (and bytes of their content) taken in since the model last answered:
+        they count toward the one call's batch limit."""
+        count = content = 0
+        for record in reversed(self.session.records):
+            if record["type"] == "assistant":
+                break
+            if record["type"] == "inbox":
+                count += len(record["messages"])
+                content += sum(len(str(m.get("content", "")).encode("utf-8", "replace"))
+                               for m in record["messages"])
+        return count, content
+
+    def session_stuck(self, exc: OSError | None, attempt: int) -> None:
+        """The session (or the inbox beside it) cannot be written: say why, wait, and let
+        the caller try again; None once it went through. No model call is made meanwhile
+        (CONTRACT §3): the call that would follow waits on this record."""
+        if exc is None:
+            log.info("the session is written again after %d failed attempt(s)", attempt)
+            self.update_member_if_possible(last_error=None)
+            return
+        delay = min(SESSION_RETRY_MAX, SESSION_RETRY_FIRST * 2 ** min(attempt, 10))
+        where = exc.filename or self.session.path
+        line = (f"cannot record to {where}: {exc.strerror or exc}; no model call until it "
+                f"can, retrying in {delay:g} s")
+        log.warning(line)
+        self.update_member_if_possible(last_error=line)
+        self.pause(delay)
+
+    def update_member_if_possible(self, **changes: Any) -> None:
+        """`update_member`, when the disk lets it (it may be as full as the session's)."""
+        try:
+            self.update_member(**changes)
+        except OSError as exc:
+            log.warning("cannot update the roster either: %s", exc)
+
+    def pause(self, seconds: float) -> None:
+        """Sleep `seconds`; a signal ends it early (its handler runs on return)."""
+        if self.wakeup < 0:
+            time.sleep(seconds)
+            return
+        try:
+            select.select([self.wakeup], [], [], seconds)
+        except InterruptedError:
+            pass
+        drain_fd(self.wakeup)
 
     def wait_for_sender(self) -> None:
         """Block in flock until no sender holds the inbox lock. inotify wakes us at the

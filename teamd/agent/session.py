@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -55,6 +56,11 @@ class Session:
     # (records list, identity, records folded, their turns): see `messages`
     _settled: tuple[list[Json], str, int, list[dict[str, Any]]] | None = \
         field(default=None, repr=False, compare=False)
+    #: called when an append fails (the error, the attempt number from 0) before the next
+    #: try, and once with None when a troubled append went through; it waits, and may
+    #: raise to give up. Without it a failed append raises at once.
+    when_stuck: Callable[[OSError | None, int], None] | None = \
+        field(default=None, repr=False, compare=False)
 
     @classmethod
     def load(cls, path: Path) -> Session:
@@ -81,9 +87,23 @@ class Session:
             self.claimed_ids.add(int(record["claimed"]))
         self.records.append(record)
 
-    def append(self, record: Json) -> Json:
+    def append(self, record: Json, *, wait: bool = True) -> Json:
+        """Record one line (fsynced) and take it into the conversation. A failed append
+        leaves no partial line (`files.append_jsonl`); it is retried through `when_stuck`
+        until it goes through, unless `wait` is False (a caller holding another lock)."""
         record.setdefault("ts", time.time())
-        files.append_jsonl(self.path, [record], durable=True)
+        attempt = 0
+        while True:
+            try:
+                files.append_jsonl(self.path, [record], durable=True)
+                break
+            except OSError as exc:
+                if not wait or self.when_stuck is None:
+                    raise
+                self.when_stuck(exc, attempt)
+                attempt += 1
+        if attempt and self.when_stuck is not None:
+            self.when_stuck(None, attempt)
         self._take(record)
         return record
 

@@ -10,12 +10,14 @@ from __future__ import annotations
 import os
 import sys
 import time
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
 from teamctl import output
 from teamd import actions, board, events, files, inbox, pidfile, requests, roster, settings
+from teamd import worktrees as worktrees  # own line: the one above is full
 from teamd.errors import BadInput, TeamdError
 from teamd.files import Json
 from teamd.layout import LEAD, Workspace
@@ -68,9 +70,17 @@ def init(force: Annotated[bool, typer.Option("--force", help="Overwrite an exist
 @app.command()
 def create(team: TeamArg,
            description: Annotated[str, typer.Option(help="What the team is for.")] = "",
+           worktrees_on: Annotated[bool, typer.Option(
+               "--worktrees", help="Give each teammate its own git worktree and branch.")
+                                   ] = False,
+           repo: Annotated[str | None, typer.Option(
+               metavar="DIR", help="The team's git repository (default with --worktrees: "
+               "the one holding the root).")] = None,
            as_json: JsonOpt = False) -> None:
-    """Create a team: its roster, inbox folder and task board."""
-    config = actions.create_team(ws(), team, description)
+    """Create a team: its roster, inbox folder and task board.
+
+    Example: teamctl create api --worktrees --repo ~/src/app"""
+    config = actions.create_team(ws(), team, description, repo=repo, worktrees_on=worktrees_on)
     if as_json:
         output.emit_json(config)
     else:
@@ -89,15 +99,25 @@ def spawn(
         help="Working directory its tools are confined to (default: the root).")] = None,
     lead: Annotated[bool, typer.Option("--lead", help="An LLM lead (NAME must be lead).")
                     ] = False,
+    worktree: Annotated[bool | None, typer.Option(
+        "--worktree/--no-worktree", show_default=False,
+        help="Work in its own git worktree on branch teamd/TEAM/NAME (default: the team's "
+        "--worktrees).")] = None,
+    base: Annotated[str | None, typer.Option(
+        metavar="REF", help="Where its branch starts (default: the repository's HEAD).")
+                    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Add a member with desired=running; the supervisor forks its process."""
     member = actions.spawn(ws(), team, name, prompt, role=role, model=model,
-                           plan_mode=plan_mode, cwd=cwd, lead=lead)
+                           plan_mode=plan_mode, cwd=cwd, lead=lead, worktree=worktree,
+                           base=base)
     if as_json:
         output.emit_json(member)
         return
     print(f"spawned {member['agent_id']} (status {member['status']})")
+    if member.get("worktree"):
+        print(f"worktree {member['worktree']['path']} on branch {member['worktree']['branch']}")
     if pidfile.running(ws()) is None:
         print("note: no supervisor is running for this root; start one with `teamd run`",
               file=sys.stderr)
@@ -427,6 +447,13 @@ def _status_doc(w: Workspace, teams: list[str]) -> Json:
     return status_doc(str(w.root), pidfile.running(w), rows)
 
 
+def _branch_cell(m: Json) -> str:
+    """A worktree member's branch and how far it is ahead of its base: `teamd/t/n +2`."""
+    if not m.get("branch"):
+        return "-"
+    return f"{m['branch']} +{m['ahead']}" if m.get("ahead") is not None else m["branch"]
+
+
 def _render_status(doc: Json) -> str:
     sup = doc["supervisor"]
     lines = [f"supervisor: pid {sup['pid']}, up since {output.when(sup['started_at'])}, "
@@ -446,13 +473,15 @@ def _render_status(doc: Json) -> str:
             rows.append((output.paint(m["name"], m.get("color")), m["kind"], status,
                          m["pid"] if m["live"] else "-",
                          f"#{m['current_task']}" if m.get("current_task") else "-",
+                         _branch_cell(m),
                          f"{m['cpu_percent']:.1f}" if m.get("cpu_percent") is not None else "-",
                          output.human_bytes(m.get("rss")),
                          f"{u['input_tokens'] + u.get('cache_read_input_tokens', 0)}"
                          f"/{u['output_tokens']}",
                          m.get("restarts", 0), output.short(m.get("last_error") or "", 40)))
         if rows:
-            lines.append(output.table(["NAME", "KIND", "STATUS", "PID", "TASK", "CPU%", "MEM",
+            lines.append(output.table(["NAME", "KIND", "STATUS", "PID", "TASK", "BRANCH",
+                                       "CPU%", "MEM",
                                        "TOKENS IN/OUT", "RESTARTS", "LAST ERROR"], rows))
         else:
             lines.append("  no members")
@@ -536,6 +565,7 @@ def delete(team: TeamArg,
     w = ws()
     actions.require_team(w, team)
     config = actions.mark_deleting(w, team)
+    with_worktrees = [m for m in config["members"] if m.get("worktree")]
     for member in actions.live_members(config):
         if force or member["name"] == LEAD:
             # an LLM lead takes no shutdown request: it is stopped by the supervisor
@@ -556,6 +586,53 @@ def delete(team: TeamArg,
         raise TeamdError(f"team {team} still has live members after {timeout:g}s "
                          "(try --force)")
     print(f"deleted team {team}")
+    _report_kept_worktrees(with_worktrees)
+
+
+def _report_kept_worktrees(members: list[Json]) -> None:
+    """One line per worktree the deletion kept (whoever removed the team: this command or
+    the supervisor); the journal archived with the team has `worktree_kept` too."""
+    for m in members:
+        record = m["worktree"]
+        if Path(record["path"]).exists():
+            why = worktrees.keep_reason(record) or "kept"
+            print(f"kept worktree {record['path']} (branch {record['branch']}): {why}")
+
+
+@app.command("diff")
+def diff_cmd(team: TeamArg, name: NameArg,
+             stat: Annotated[bool, typer.Option("--stat", help="Only a summary per file.")
+                             ] = False) -> None:
+    """A worktree member's committed work against its base (git diff BASE...BRANCH).
+
+    Example: teamctl diff api backend --stat"""
+    record = worktrees.worktree_of(actions.require_team(ws(), team), name)
+    sys.stdout.write(worktrees.diff(record, stat=stat))
+    if Path(record["path"]).is_dir():
+        pending = worktrees.uncommitted(record["path"])
+        if pending:
+            print(f"note: {len(pending)} uncommitted file(s) in {record['path']} are not "
+                  "shown (they are committed when its task is completed)", file=sys.stderr)
+
+
+@app.command()
+def merge(team: TeamArg, name: NameArg,
+          into: Annotated[str | None, typer.Option(
+              metavar="REF", help="Merge into this local branch (in a temporary worktree) "
+              "instead of the repository's checked-out branch.")] = None,
+          as_json: JsonOpt = False) -> None:
+    """Merge a worktree member's branch (git merge --no-ff). Refuses a repository with
+    uncommitted changes; a conflict is aborted (exit 1) and its files listed.
+
+    Example: teamctl merge api backend --into release"""
+    actions.require_team(ws(), team)
+    done = worktrees.merge(ws(), team, name, into=into)
+    if as_json:
+        output.emit_json(done)
+    elif done["commit"] is None:
+        print(f"{done['into']} already contains {done['branch']}: nothing to merge")
+    else:
+        print(f"merged {done['branch']} into {done['into']}: {done['commit']}")
 
 
 @app.command()
@@ -567,8 +644,6 @@ def demo(root: Annotated[str | None, typer.Option(
     """A whole team at work: the REST → GraphQL migration of the design notes, four chained
     tasks worked by analyst, backend and frontend under a real supervisor, live, then shut
     down. Uses Claude with ANTHROPIC_API_KEY; offline, the built-in scripted model."""
-    from pathlib import Path
-
     from teamctl import demo as demo_mod
 
     demo_mod.run(Path(root).absolute() if root else None, timeout)

@@ -12,7 +12,7 @@ from typing import Any
 
 import psutil
 
-from teamd import roster
+from teamd import roster, worktrees
 from teamd.files import Json
 
 WINDOW = 0.1
@@ -37,9 +37,21 @@ def measure(procs: dict[str, psutil.Process]) -> dict[str, tuple[float, int]]:
     return out
 
 
+def branch_facts(member: Json) -> dict[str, Any]:
+    """A worktree member's `branch` and commits `ahead` of its base (both None without one)."""
+    record = member.get("worktree")
+    if not record:
+        return {"branch": None, "ahead": None}
+    try:
+        return {"branch": record["branch"], "ahead": worktrees.ahead(record)}
+    except worktrees.GitError:
+        return {"branch": record["branch"], "ahead": None}
+
+
 def status_doc(root: str, supervisor: Json | None,
                teams: list[tuple[Json, dict[str, int]]]) -> Json:
-    """The `status` document: every member row gains live, cpu_percent and rss."""
+    """The `status` document: every member row gains live, cpu_percent and rss, and
+    branch and ahead (a worktree member's)."""
     procs: dict[str, psutil.Process] = {}
     if supervisor is not None:
         try:
@@ -62,7 +74,7 @@ def status_doc(root: str, supervisor: Json | None,
             fact = facts.get(f"{config['name']}/{m['name']}")
             rows.append({**m, "live": fact is not None,
                          "cpu_percent": fact[0] if fact else None,
-                         "rss": fact[1] if fact else None})
+                         "rss": fact[1] if fact else None, **branch_facts(m)})
         doc["teams"].append({"name": config["name"], "state": config["state"],
                              "description": config["description"], "tasks": counts,
                              "members": rows})

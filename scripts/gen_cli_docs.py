@@ -16,7 +16,7 @@ DOC = REPO / "docs" / "cli.md"
 COMMANDS = [[], ["init"], ["create"], ["spawn"], ["send"], ["broadcast"], ["inbox"],
             ["shutdown"], ["stop"], ["restart"], ["approve"], ["reject"], ["requests"],
             ["task"], ["task", "add"], ["task", "list"], ["task", "show"], ["task", "update"],
-            ["status"], ["logs"], ["delete"], ["demo"]]
+            ["status"], ["logs"], ["delete"], ["diff"], ["merge"], ["demo"]]
 
 
 def help_of(argv: list[str]) -> str:

@@ -608,11 +608,16 @@ def diff_cmd(team: TeamArg, name: NameArg,
     Example: teamctl diff api backend --stat"""
     record = worktrees.worktree_of(actions.require_team(ws(), team), name)
     sys.stdout.write(worktrees.diff(record, stat=stat))
+    _note_uncommitted(record)
+
+
+def _note_uncommitted(record: Json) -> None:
+    """Say so when the member's worktree holds work not committed yet (not in the branch)."""
     if Path(record["path"]).is_dir():
         pending = worktrees.uncommitted(record["path"])
         if pending:
-            print(f"note: {len(pending)} uncommitted file(s) in {record['path']} are not "
-                  "shown (they are committed when its task is completed)", file=sys.stderr)
+            print(f"note: {len(pending)} uncommitted file(s) in {record['path']} are not in "
+                  "its branch yet (committed when its task is completed)", file=sys.stderr)
 
 
 @app.command()
@@ -625,8 +630,9 @@ def merge(team: TeamArg, name: NameArg,
     uncommitted changes; a conflict is aborted (exit 1) and its files listed.
 
     Example: teamctl merge api backend --into release"""
-    actions.require_team(ws(), team)
+    config = actions.require_team(ws(), team)
     done = worktrees.merge(ws(), team, name, into=into)
+    _note_uncommitted(worktrees.worktree_of(config, name))
     if as_json:
         output.emit_json(done)
     elif done["commit"] is None:

@@ -161,6 +161,8 @@ def show_work(ws: Workspace, repo: Path) -> None:
         done = worktrees.merge(ws, TEAM, m["name"])
         if done["commit"] is not None:
             print(f"  merged {done['branch']} into {done['into']}: {done['commit'][:10]}")
+        else:
+            print(f"  {done['branch']}: no commits of its own, nothing to merge")
     print(worktrees.git(repo, "log", "--oneline", "--graph", "-n", "12").stdout.rstrip())
 
 class EventPrinter:

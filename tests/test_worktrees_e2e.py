@@ -228,7 +228,9 @@ def test_kill_between_write_and_completion_commits_once_after_restart(
         assert board.get(ws, TEAM, tid)["status"] == "in_progress"
         assert commits(repo, record["base"], record["branch"]) == []
         os.kill(pid, signal.SIGKILL)
-        wait_until(lambda: all_completed(ws), T, "the task to be completed after a restart")
+        # the journal line follows the task file: wait for the line itself
+        wait_until(lambda: [e for e in events.read(ws, TEAM) if e["event"] == "task_completed"],
+                   T, "the task to be completed after a restart")
         assert member(ws, TEAM, "alice")["restarts"] == 1
         assert member(ws, TEAM, "alice")["last_exit"]["signal"] == signal.SIGKILL
     assert len([r for r in server.requests if r["rule"] == "complete"]) == 1

@@ -17,7 +17,7 @@ COMMANDS = [[], ["init"], ["create"], ["spawn"], ["send"], ["broadcast"], ["inbo
             ["shutdown"], ["stop"], ["restart"], ["up"], ["down"], ["remove"], ["approve"],
             ["reject"], ["requests"], ["task"], ["task", "add"], ["task", "list"],
             ["task", "show"], ["task", "update"], ["status"], ["board"], ["logs"], ["transcript"],
-            ["attach"], ["delete"], ["demo"]]
+            ["attach"], ["delete"], ["diff"], ["merge"], ["demo"]]
 
 
 def help_of(argv: list[str]) -> str:

@@ -17,7 +17,18 @@ from typing import Annotated, Any
 import typer
 
 from teamctl import output
-from teamd import actions, board, events, files, inbox, pidfile, requests, roster, settings
+from teamd import (
+    actions,
+    board,
+    events,
+    files,
+    inbox,
+    pidfile,
+    requests,
+    roster,
+    settings,
+    worktrees,
+)
 from teamd.errors import BadInput, Interrupted, TeamdError
 from teamd.files import Json
 from teamd.layout import LEAD, SUPERVISOR, Workspace, validate_member_name
@@ -145,14 +156,21 @@ def init(force: Annotated[bool, typer.Option("--force", help="Overwrite an exist
 @app.command()
 def create(team: TeamArg,
            description: Annotated[str, typer.Option(help="What the team is for.")] = "",
+           worktrees_on: Annotated[bool, typer.Option(
+               "--worktrees", help="Give each teammate its own git worktree and branch.")
+                                   ] = False,
+           repo: Annotated[str | None, typer.Option(
+               metavar="DIR", help="The team's git repository (default with --worktrees: "
+               "the one holding the root).")] = None,
            as_json: JsonOpt = False) -> None:
     """Create a team: its roster, inbox folder and task board.
 
     \b
     Example:
       teamctl create shop --description 'the online shop'
+      teamctl create api --worktrees --repo ~/src/app
     """
-    config = actions.create_team(ws(), team, description)
+    config = actions.create_team(ws(), team, description, repo=repo, worktrees_on=worktrees_on)
     if as_json:
         output.emit_json(config)
     else:
@@ -171,6 +189,13 @@ def spawn(
         help="Working directory its tools are confined to (default: the root).")] = None,
     lead: Annotated[bool, typer.Option("--lead", help="An LLM lead (NAME must be lead).")
                     ] = False,
+    worktree: Annotated[bool | None, typer.Option(
+        "--worktree/--no-worktree", show_default=False,
+        help="Work in its own git worktree on branch teamd/TEAM/NAME (default: the team's "
+        "--worktrees).")] = None,
+    base: Annotated[str | None, typer.Option(
+        metavar="REF", help="Where its branch starts (default: the repository's HEAD).")
+                    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Add a member with desired=running; the supervisor forks its process.
@@ -180,12 +205,15 @@ def spawn(
       teamctl spawn shop alice --prompt 'Handle the backend tasks' --role backend
     """
     member = actions.spawn(ws(), team, name, prompt, role=role, model=model,
-                           plan_mode=plan_mode, cwd=cwd, lead=lead)
+                           plan_mode=plan_mode, cwd=cwd, lead=lead, worktree=worktree,
+                           base=base)
     _warn_if_deprecated(member.get("model"))
     if as_json:
         output.emit_json(member)
         return
     print(f"spawned {member['agent_id']} (status {member['status']})")
+    if member.get("worktree"):
+        print(f"worktree {member['worktree']['path']} on branch {member['worktree']['branch']}")
     if pidfile.running(ws()) is None:
         print("note: no supervisor is running for this root; start one with `teamd run`",
               file=sys.stderr)
@@ -602,8 +630,12 @@ def remove(team: TeamArg, name: NameArg,
     if not _wait(w, team, timeout, lambda: not actions.still_up(w, team, [name]),
                  lambda: pending):
         raise TeamdError(f"{name} is still running after {timeout:g}s")
-    actions.remove_member(w, team, name)
+    gone = actions.remove_member(w, team, name)
     print(f"removed {name} from team {team}")
+    report = gone.get("worktree_report")
+    if report and not report["removed"] and report["reason"] != "already gone":
+        print(f"kept worktree {report['path']} (branch {report['branch']}): "
+              f"{report['reason']}")
 
 
 @app.command()
@@ -1032,6 +1064,7 @@ def delete(team: TeamArg,
       teamctl delete shop --timeout 60
     """
     w = ws()
+    with_worktrees = [m for m in actions.require_team(w, team)["members"] if m.get("worktree")]
     opened = actions.begin_delete(w, team, force=force, purge=purge)
     said = f"asked {', '.join(r['recipient'] for r in opened)} to shut down" if opened \
         else None
@@ -1054,6 +1087,7 @@ def delete(team: TeamArg,
     kept = f"; its journal and transcripts are in {archives[-1]}" \
         if archives and not purge else ""
     print(f"deleted team {team}{kept}")
+    _report_kept_worktrees(with_worktrees)
 
 
 def _delete_pending(w: Workspace, team: str, opened: list[Json]) -> str:
@@ -1061,6 +1095,64 @@ def _delete_pending(w: Workspace, team: str, opened: list[Json]) -> str:
         return f"team {team} is deleted"
     return (f"team {team} is being deleted; {_still_pending(w, team, opened)}; "
             f"`teamctl delete {team}` again waits for it (--force stops everyone)")
+
+
+def _report_kept_worktrees(members: list[Json]) -> None:
+    """One line per worktree the deletion kept (whoever removed the team: this command or
+    the supervisor); the journal archived with the team has `worktree_kept` too."""
+    for m in members:
+        record = m["worktree"]
+        if Path(record["path"]).exists():
+            why = worktrees.keep_reason(record) or "kept"
+            print(f"kept worktree {record['path']} (branch {record['branch']}): {why}")
+
+
+@app.command("diff")
+def diff_cmd(team: TeamArg, name: NameArg,
+             stat: Annotated[bool, typer.Option("--stat", help="Only a summary per file.")
+                             ] = False) -> None:
+    """A worktree member's committed work against its base (git diff BASE...BRANCH).
+
+    \b
+    Example:
+      teamctl diff api backend --stat
+    """
+    record = worktrees.worktree_of(actions.require_team(ws(), team), name)
+    sys.stdout.write(worktrees.diff(record, stat=stat))
+    _note_uncommitted(record)
+
+
+def _note_uncommitted(record: Json) -> None:
+    """Say so when the member's worktree holds work not committed yet (not in the branch)."""
+    if Path(record["path"]).is_dir():
+        pending = worktrees.uncommitted(record["path"])
+        if pending:
+            print(f"note: {len(pending)} uncommitted file(s) in {record['path']} are not in "
+                  "its branch yet (committed when its task is completed)", file=sys.stderr)
+
+
+@app.command()
+def merge(team: TeamArg, name: NameArg,
+          into: Annotated[str | None, typer.Option(
+              metavar="REF", help="Merge into this local branch (in a temporary worktree) "
+              "instead of the repository's checked-out branch.")] = None,
+          as_json: JsonOpt = False) -> None:
+    """Merge a worktree member's branch (git merge --no-ff). Refuses a repository with
+    uncommitted changes; a conflict is aborted (exit 1) and its files listed.
+
+    \b
+    Example:
+      teamctl merge api backend --into release
+    """
+    config = actions.require_team(ws(), team)
+    done = worktrees.merge(ws(), team, name, into=into)
+    _note_uncommitted(worktrees.worktree_of(config, name))
+    if as_json:
+        output.emit_json(done)
+    elif done["commit"] is None:
+        print(f"{done['into']} already contains {done['branch']}: nothing to merge")
+    else:
+        print(f"merged {done['branch']} into {done['into']}: {done['commit']}")
 
 
 @app.command()

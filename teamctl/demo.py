@@ -1,7 +1,9 @@
 """`teamctl demo`: a whole team at work, start to finish, in a fresh workspace.
 
 The seeds' example: a REST → GraphQL migration on a board of four chained tasks, worked
-by `analyst`, `backend` and `frontend` under a real `teamd run`. With ANTHROPIC_API_KEY
+by `analyst`, `backend` and `frontend` under a real `teamd run`, each in its own git
+worktree of a small repository (`app/`); it ends with the branches, each task's commit,
+and the merges. With ANTHROPIC_API_KEY
 set it uses Claude; without, the project's scripted model server (the same real SDK over
 real HTTP, on loopback), and says so.
 """
@@ -16,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from teamctl import output
-from teamd import actions, board, events, files, pidfile, roster, settings
+from teamd import actions, board, events, files, pidfile, roster, settings, worktrees
 from teamd.errors import TeamdError
 from teamd.layout import Workspace
 from teamd.watch import wait_for
@@ -91,13 +93,15 @@ def run(root: Path | None, timeout: float) -> None:
               f"server at {server.url}\n(the real anthropic SDK over real HTTP, offline).")
     env.setdefault("TEAMD_IDLE_TIMEOUT", "300")
     print(f"Workspace: {root}\n")
-    actions.create_team(ws, TEAM, "Migrate the app from REST to GraphQL")
+    repo = make_repo(root / "app")
+    actions.create_team(ws, TEAM, "Migrate the app from REST to GraphQL", repo=str(repo),
+                        worktrees_on=True)
     previous: list[int] = []
     for subject, description in TASKS:
         previous = [board.create(ws, TEAM, subject, description, previous)["id"]]
-    work = files.ensure_dir(root / "work")
     for name, role, prompt in MEMBERS:
-        actions.spawn(ws, TEAM, name, prompt + WORKFLOW, role=role, cwd=str(work))
+        # each in its own worktree of app/, on branch teamd/rest-to-graphql/{name}
+        actions.spawn(ws, TEAM, name, prompt + WORKFLOW, role=role)
     log = open(root / "teamd.log", "ab")  # noqa: SIM115 - closed below
     daemon = subprocess.Popen([sys.executable, "-m", "teamd", "run", "--root", str(root)],
                               env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=log)
@@ -123,8 +127,43 @@ def run(root: Path | None, timeout: float) -> None:
         log.close()
         if server is not None:
             server.stop()
+    show_work(ws, repo)
     _summary(ws, root)
 
+
+def make_repo(path: Path) -> Path:
+    """The small application the team works on: a git repository with one commit. The
+    demo's own identity is set in it, for the merges the person makes at the end."""
+    files.ensure_dir(path)
+    worktrees.git(path, "init", "-q", "-b", "main")
+    for key, value in (("user.name", "teamd demo"), ("user.email", "demo@teamd.invalid"),
+                       ("commit.gpgsign", "false")):
+        worktrees.git(path, "config", key, value)
+    (path / "README.md").write_text("# The app\n\nA REST API, moving to GraphQL.\n")
+    worktrees.git(path, "add", "-A")
+    worktrees.git(path, *worktrees.NO_HOOKS, "commit", "-q", "-m", "The app before the migration")
+    return path
+
+
+def show_work(ws: Workspace, repo: Path) -> None:
+    """The ending: every teammate's branch, each task's commit, and the merges."""
+    print("\nEach teammate worked on its own branch; each completed task is a commit:")
+    print(worktrees.git(repo, "branch", "--list", "-v", "--no-abbrev", "teamd/*").stdout
+          .rstrip())
+    for task in board.list_tasks(ws, TEAM):
+        for commit in task.get("commits") or []:
+            print(f"  task #{task['id']} ({task['owner']}): {commit[:10]} "
+                  f"{worktrees.task_message(task)}")
+    print("\nReview one with `teamctl diff`, then merge (`teamctl merge TEAM NAME`):")
+    for m in roster.load(ws, TEAM)["members"]:
+        if not m.get("worktree"):
+            continue
+        done = worktrees.merge(ws, TEAM, m["name"])
+        if done["commit"] is not None:
+            print(f"  merged {done['branch']} into {done['into']}: {done['commit'][:10]}")
+        else:
+            print(f"  {done['branch']}: no commits of its own, nothing to merge")
+    print(worktrees.git(repo, "log", "--oneline", "--graph", "-n", "12").stdout.rstrip())
 
 class EventPrinter:
     """Prints the journal's new lines that tell the story, coloured per member."""
@@ -168,11 +207,13 @@ def _summary(ws: Workspace, root: Path) -> None:
     print(f"  {rel}/.teams/{TEAM}/events.jsonl       the journal of everything that happened")
     print(f"  {rel}/.teams/{TEAM}/sessions/*.jsonl   each teammate's conversation")
     print(f"  {rel}/.tasks/{TEAM}/*.json             the task board")
-    print(f"  {rel}/work/notes/                      what the teammates wrote")
+    print(f"  {rel}/app/                             the repository, every branch merged")
+    print(f"  {rel}/.worktrees/{TEAM}/*/   each teammate's worktree")
     print("Try:")
     print(f"  jq -c 'select(.event==\"message\") | .message | {{sender, recipient, content}}' "
           f"{rel}/.teams/{TEAM}/events.jsonl")
     print(f"  jq '.members[] | {{name, status, usage}}' {rel}/.teams/{TEAM}/config.json")
     print(f"  teamctl --root {rel} task list {TEAM}")
+    print(f"  teamctl --root {rel} diff {TEAM} backend --stat")
     if pidfile.running(ws) is not None:
         print("(the supervisor is still running)")

@@ -15,7 +15,7 @@ from typing import Any
 
 import psutil
 
-from teamd import board, pidfile, requests, roster
+from teamd import board, pidfile, requests, roster, worktrees
 from teamd.files import Json
 from teamd.layout import Workspace
 from teamd.permissions import describe
@@ -75,11 +75,22 @@ def waiting_for(member: Json, records: list[Json]) -> str | None:
     return None
 
 
+def branch_facts(member: Json) -> dict[str, Any]:
+    """A worktree member's `branch` and commits `ahead` of its base (both None without one)."""
+    record = member.get("worktree")
+    if not record:
+        return {"branch": None, "ahead": None}
+    try:
+        return {"branch": record["branch"], "ahead": worktrees.ahead(record)}
+    except worktrees.GitError:
+        return {"branch": record["branch"], "ahead": None}
+
+
 def status_doc(ws: Workspace, team_names: list[str]) -> Json:
     """The `status` document: each member as its roster entry, plus `live`, `uptime`,
-    `cpu_percent`, `pss`, `rss`, `plan_gate`, `pending_requests`, `waiting_for`, and
-    `current_task` as the board has it (the lowest in-progress task it owns: the board is
-    the truth)."""
+    `cpu_percent`, `pss`, `rss`, `plan_gate`, `pending_requests`, `waiting_for`, `branch`
+    and `ahead` (a worktree member's), and `current_task` as the board has it (the lowest
+    in-progress task it owns: the board is the truth)."""
     supervisor = pidfile.running(ws)
     teams = []
     for team in team_names:
@@ -113,7 +124,7 @@ def status_doc(ws: Workspace, team_names: list[str]) -> Json:
                          "current_task": board.current_task(tasks, m["name"]),
                          "plan_gate": plan_gate(m, records),
                          "pending_requests": pending_of(m["name"], records),
-                         "waiting_for": waiting_for(m, records)})
+                         "waiting_for": waiting_for(m, records), **branch_facts(m)})
         counts = {s: sum(t["status"] == s for t in tasks) for s in board.STATUSES}
         doc["teams"].append({"name": config["name"], "state": config["state"],
                              "description": config.get("description", ""),

@@ -66,6 +66,13 @@ def member_row(m: Json) -> tuple[Any, ...]:
             (m.get("last_error") or "", "red"))
 
 
+def branch_cell(m: Json) -> str:
+    """A worktree member's branch and how far it is ahead of its base: `teamd/t/n +2`."""
+    if not m.get("branch"):
+        return "-"
+    return f"{m['branch']} +{m['ahead']}" if m.get("ahead") is not None else m["branch"]
+
+
 HEADERS = ("NAME", "STATUS", "TASK", "UPTIME", "PID", "CPU%", "PSS", "TOKENS", "COST",
            "RESTARTS", "NOTES", "LAST ERROR")
 
@@ -87,7 +94,14 @@ def render_status(doc: Json, fit: int | None = None) -> str:
                      f"{c['pending']} pending, {c['in_progress']} in progress, "
                      f"{c['completed']} completed")
         rows = [member_row(m) for m in t["members"]]
-        lines.append(output.table(HEADERS, rows, fit=fit, flexible=2) if rows else "  no members")
+        headers: tuple[str, ...] = HEADERS
+        if any(m.get("branch") for m in t["members"]):
+            # a team working in git worktrees: each member's branch, commits ahead of base
+            headers = (*HEADERS[:3], "BRANCH", *HEADERS[3:])
+            rows = [(*r[:3], branch_cell(m), *r[3:])
+                    for r, m in zip(rows, t["members"], strict=True)]
+        lines.append(output.table(headers, rows, fit=fit, flexible=2) if rows else
+                     "  no members")
     if not doc["teams"]:
         lines.append("no teams (create one with `teamctl create TEAM`)")
     return "\n".join(lines)

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from teamd import board, events, files, inbox, permissions, pidfile, requests, roster
+from teamd import board, events, files, inbox, permissions, pidfile, requests, roster, worktrees
 from teamd.errors import BadInput, TeamdError
 from teamd.files import Json
 from teamd.layout import LEAD, SUPERVISOR, Workspace, validate_member_name, validate_name
@@ -23,15 +23,28 @@ WINDING_DOWN = ("shutdown_response", "idle_notification", "member_failed")
 
 
 # -- teams -------------------------------------------------------------------------------
-def create_team(ws: Workspace, team: str, description: str = "") -> Json:
+def create_team(ws: Workspace, team: str, description: str = "", *, repo: str | None = None,
+                worktrees_on: bool = False) -> Json:
+    """A new team. `repo` (a folder inside a git work tree) is the team's repository;
+    `worktrees_on` gives each teammate its own worktree of it (CONTRACT §13) — without
+    `repo`, of the repository holding the root."""
     validate_name(team, "team name")
     if ws.team_exists(team):
         raise BadInput(f"team {team!r} already exists")
+    top: Path | None = None
+    if repo is not None:
+        top = worktrees.require_repo(Path(repo).expanduser(), "--repo")
+    elif worktrees_on:
+        top = worktrees.require_repo(ws.root, "the root (give --repo DIR)")
+    if top is not None:
+        worktrees.exclude_workspace(ws, top)
     for folder in (ws.teams_dir, ws.tasks_root, ws.team_dir(team), ws.requests_dir(team),
                    ws.sessions_dir(team), ws.transcripts_dir(team), ws.logs_dir(team),
                    ws.tasks_dir(team)):
         files.ensure_dir(folder)
     config = roster.new_roster(team, description)
+    config.setdefault("repo", str(top) if top is not None else None)
+    config.setdefault("worktrees", bool(worktrees_on))
     with files.lock(ws.config(team)):
         if ws.team_exists(team):
             raise BadInput(f"team {team!r} already exists")
@@ -48,10 +61,19 @@ def require_team(ws: Workspace, team: str, *, accepting: bool = False) -> Json:
     return config
 
 
+def _already_in(team: str, name: str, existing: Json) -> BadInput:
+    return BadInput(f"{name!r} is already in team {team!r} (status {existing['status']}); "
+                    f"use `teamctl restart {team} {name}`")
+
+
 def spawn(ws: Workspace, team: str, name: str, prompt: str, *, role: str = "",
           model: str | None = None, plan_mode: bool = False, cwd: str | None = None,
-          lead: bool = False) -> Json:
-    """Add a member with `desired=running`; the supervisor forks it."""
+          lead: bool = False, worktree: bool | None = None, base: str | None = None) -> Json:
+    """Add a member with `desired=running`; the supervisor forks it.
+
+    With a worktree (`worktree`, default: the team's `worktrees` for a teammate) its git
+    worktree and branch are made first, and the member works in it (CONTRACT §13); if
+    the member cannot then be added, they are taken back."""
     validate_member_name(name)
     if lead and name != LEAD:
         raise BadInput("--lead requires the member name 'lead'")
@@ -65,22 +87,45 @@ def spawn(ws: Workspace, team: str, name: str, prompt: str, *, role: str = "",
     workdir = Path(cwd).expanduser() if cwd else ws.root
     if not workdir.is_dir():
         raise BadInput(f"--cwd {str(workdir)!r} is not a directory")
-    require_team(ws, team, accepting=True)
+    config = require_team(ws, team, accepting=True)
+    use_worktree = worktree if worktree is not None else \
+        bool(config.get("worktrees")) and not lead
+    if lead and use_worktree:
+        raise BadInput("the lead works in the repository itself: --worktree is for teammates")
+    if base is not None and not use_worktree:
+        raise BadInput("--base applies only to a member with a worktree (--worktree)")
+    existing = roster.find(config, name)
+    if existing is not None:
+        raise _already_in(team, name, existing)
+    record: Json | None = None
+    if use_worktree:
+        # git runs before the roster lock is taken (no git command under a lock)
+        record = worktrees.add(ws, team, name, worktrees.repo_for_spawn(ws, config, workdir),
+                               base)
+        workdir = Path(record["path"])
 
     def add(config: Json) -> Json:
         if config.get("state") == "deleting":
             raise BadInput(f"team {team!r} is being deleted")
         existing = roster.find(config, name)
         if existing is not None:
-            raise BadInput(f"{name!r} is already in team {team!r} (status "
-                           f"{existing['status']}); use `teamctl restart {team} {name}`")
+            raise _already_in(team, name, existing)
         member = roster.new_member(config, name, kind="lead" if lead else "teammate",
                                    role=role, prompt=prompt, model=model,
                                    plan_mode_required=plan_mode, cwd=str(workdir.resolve()))
+        member["worktree"] = record
         config["members"].append(member)
         return member
 
-    member = roster.update(ws, team, add)
+    try:
+        member = roster.update(ws, team, add)
+    except BaseException:
+        if record is not None:
+            worktrees.undo_add(record)  # "adds nothing": nor a worktree for nobody
+        raise
+    if record is not None:
+        events.emit(ws, team, "worktree_created", member=name, path=record["path"],
+                    branch=record["branch"], base=record["base"])
     events.emit(ws, team, "member_added", member=name, kind=member["kind"], role=role)
     return member
 
@@ -349,7 +394,9 @@ def still_up(ws: Workspace, team: str, names: list[str] | None = None) -> list[s
 
 def remove_member(ws: Workspace, team: str, name: str) -> Json:
     """Take a member with no live process out of the roster for good: its unfinished tasks
-    go back to pending, its status file goes. Returns the roster entry removed."""
+    go back to pending, its status file goes, and its git worktree is removed if that loses
+    nothing (else kept and said so: `worktree_kept`). Returns the roster entry removed,
+    with `worktree_report` (from `worktrees.release`) when it had a worktree."""
     validate_member_name(name)
     require_team(ws, team)
     with roster.locked(ws, team) as config:
@@ -363,7 +410,8 @@ def remove_member(ws: Workspace, team: str, name: str) -> Json:
     status_file.unlink(missing_ok=True)
     events.emit(ws, team, "member_removed", member=name, kind=member["kind"],
                 role=member.get("role", ""))
-    return member
+    report = worktrees.release(ws, team, member)  # no lock held: git runs
+    return {**member, "worktree_report": report} if report else member
 
 
 def add_task(ws: Workspace, team: str, subject: str, description: str = "",
@@ -493,12 +541,21 @@ def remove_team(ws: Workspace, team: str) -> Path | None:
     """Remove the team's folders; keep its journal (rotated files too), sessions,
     transcripts, logs, roster and board in `.teams/.archive/{team}-{ts}/` unless the
     deletion asked for `purge`. Returns the archive, or None (purged, or already removed
-    by someone else).
+    by someone else). Worktrees are released first, with no lock held (git runs): clean
+    and merged ones removed, any other kept, and said so in the journal that is archived.
 
     Under the roster lock (then the journal's): `team_deleted` is appended as the
     journal's last line and the team folder renamed away in one step, so nobody sees half a
     team and nothing is journalled after it. Two removers racing: one wins, the other finds
     the team gone and returns None."""
+    try:
+        config = roster.load(ws, team)
+    except BadInput:
+        if team_gone(ws, team):
+            return None
+        raise
+    if not live_members(config):
+        worktrees.release_all(ws, team, config["members"])
     try:
         with roster.locked(ws, team) as config:
             if live_members(config):

@@ -150,7 +150,7 @@ def create(ws: Workspace, team: str, subject: str, description: str = "",
                       "description": description, "status": "pending", "owner": owner,
                       "blocked_by": [], "blocks": [], "created_by": created_by,
                       "created_at": now, "updated_at": now, "claimed_at": None,
-                      "completed_at": None}
+                      "completed_at": None, "commits": []}
         tasks[task_id] = task
         changed = _link(tasks, _check_edges(tasks, task_id, blockers, ()))
         _save(ws, team, task)
@@ -164,8 +164,10 @@ def create(ws: Workspace, team: str, subject: str, description: str = "",
 
 def update(ws: Workspace, team: str, task_id: int, *, status: str | None = None,
            owner: Any = UNSET, add_blocked_by: Iterable[int] = (),
-           add_blocks: Iterable[int] = (), actor: str = "lead") -> Json:
-    """Change a task. `owner=None` clears the owner; leaving it out leaves it alone."""
+           add_blocks: Iterable[int] = (), actor: str = "lead",
+           add_commits: Iterable[str] = ()) -> Json:
+    """Change a task. `owner=None` clears the owner; leaving it out leaves it alone.
+    `add_commits` appends commit ids (a worktree member's work for it) not listed yet."""
     if status is not None and status not in STATUSES:
         raise BadInput(f"unknown task status {status!r}; one of: {', '.join(STATUSES)}")
     add_blocked_by, add_blocks = [int(b) for b in add_blocked_by], [int(d) for d in add_blocks]
@@ -189,6 +191,9 @@ def update(ws: Workspace, team: str, task_id: int, *, status: str | None = None,
             if status == "in_progress" and task["claimed_at"] is None:
                 task["claimed_at"] = now
             task["completed_at"] = now if status == "completed" else None
+        new_commits = [c for c in add_commits if c not in (task.get("commits") or [])]
+        if new_commits:
+            task["commits"] = changes["commits"] = [*(task.get("commits") or []), *new_commits]
         changed = _link(tasks, edges)
         if edges:
             changes["blocked_by"] = task["blocked_by"]

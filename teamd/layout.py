@@ -68,6 +68,10 @@ class Workspace:
         return self.root / ".tasks"
 
     @property
+    def worktrees_root(self) -> Path:
+        return self.root / ".worktrees"
+
+    @property
     def supervisor_lock(self) -> Path:
         return self.teams_dir / "teamd.lock"
 
@@ -151,6 +155,11 @@ class Workspace:
 
     def board_lock(self, team: str) -> Path:
         return self.tasks_dir(team) / "board"
+
+    def worktree(self, team: str, member: str) -> Path:
+        """Where a member's git worktree goes (CONTRACT.md section 13)."""
+        return (self.worktrees_root / validate_name(team, "team name")
+                / validate_name(member, "member name"))
 
     def team_exists(self, team: str) -> bool:
         return self.config(team).is_file()

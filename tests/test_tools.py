@@ -33,7 +33,7 @@ CONTRACT_INPUTS = {
     "SubmitPlan": ({"plan"}, set()),
     "TeamCreate": ({"name"}, {"description"}),
     "TeamDelete": ({"name"}, set()),
-    "Task": ({"name", "prompt", "team_name"}, {"role", "plan_mode_required"}),
+    "Task": ({"name", "prompt", "team_name"}, {"role", "plan_mode_required", "worktree"}),
 }
 LEAD_ONLY = {"TeamCreate", "TeamDelete", "Task"}
 

@@ -31,6 +31,7 @@ from teamd import (
     permissions,
     requests,
     roster,
+    worktrees,
 )
 from teamd import settings as settings_mod
 from teamd.agent.session import INTERRUPTED
@@ -200,14 +201,18 @@ TOOL_SPECS: dict[str, dict[str, Any]] = {s["name"]: s for s in (
           "Spawn a new teammate: an autonomous agent process in team `team_name`, started by "
           "the supervisor. `prompt` is its standing instruction; give it work through the "
           "task board (TaskCreate) or SendMessage. With `plan_mode_required` it may only "
-          "read until you approve a plan it submits.",
+          "read until you approve a plan it submits. With `worktree` it works in its own "
+          "git worktree on its own branch (default: the team's setting), and each task it "
+          "completes is committed there.",
           {"name": {"type": "string", "description": "Member name: a-z, 0-9, '-', '_'."},
            "prompt": {"type": "string", "minLength": 1,
                       "description": "What this teammate is for and how to work."},
            "team_name": {"type": "string", "description": "The team to join."},
            "role": {"type": "string", "description": "Short role, e.g. 'backend engineer'."},
            "plan_mode_required": {"type": "boolean",
-                                  "description": "Read-only until its plan is approved."}},
+                                  "description": "Read-only until its plan is approved."},
+           "worktree": {"type": "boolean",
+                        "description": "Its own git worktree and branch (optional)."}},
           ["name", "prompt", "team_name"]),
 )}
 
@@ -564,13 +569,32 @@ class Toolbox:
             if claimed is None:
                 raise ToolError(self._why_not_claimable(task_id))
             return f"started {task_line(claimed)}"
+        commits: list[str] = []
         if status == "completed" and task["status"] != "completed":
             # the quality gate: a blocking hook leaves the task as it is (in_progress)
             self.run_hook("task_completed", task=task)
+            # The work is committed before the task says completed: a failed commit leaves
+            # it in_progress, and a crash in between is mended by the next completion,
+            # which finds that commit by its message instead of making another.
+            commits = self._commit_work(config, task)
         task = board.update(self.ws, self.team, task_id, status=status, owner=owner,
                             add_blocked_by=add_blocked_by, add_blocks=add_blocks,
-                            actor=self.member)
+                            actor=self.member, add_commits=commits)
+        if commits:
+            return f"updated {task_line(task)}; committed {', '.join(c[:12] for c in commits)}"
         return f"updated {task_line(task)}"
+
+    def _commit_work(self, config: Json, task: Json) -> list[str]:
+        """A worktree member's commit of what changed for `task` (CONTRACT §13)."""
+        me = roster.find(config, self.member)
+        record = me.get("worktree") if me else None
+        if not record:
+            return []
+        try:
+            return worktrees.commit_task(self.team, self.member, record, task)
+        except worktrees.GitError as exc:
+            raise ToolError(f"task #{task['id']} stays in_progress: could not commit its "
+                            f"work: {exc}") from None
 
     def _why_not_claimable(self, task_id: int) -> str:
         tasks = {int(t["id"]): t for t in board.list_tasks(self.ws, self.team)}
@@ -731,18 +755,23 @@ class Toolbox:
                 "are removed once every member has exited")
 
     def _tool_Task(self, name: str, prompt: str, team_name: str, role: str = "",
-                   plan_mode_required: bool = False) -> str:
+                   plan_mode_required: bool = False, worktree: bool | None = None) -> str:
         if name == LEAD:
             raise ToolError("'lead' is the lead's own name; pick another name for a teammate")
         if not prompt.strip():
             raise ToolError("prompt must say what the teammate is for")
         # Teammates the lead spawns work in the lead's own working directory.
         member = actions.spawn(self.ws, team_name, name, prompt, role=role,
-                               plan_mode=plan_mode_required, cwd=str(self.cwd))
+                               plan_mode=plan_mode_required, cwd=str(self.cwd),
+                               worktree=worktree)
         gate = " in plan mode (it must get a plan approved before changing anything)" \
             if plan_mode_required else ""
-        return (f"spawned {member['agent_id']}{gate}; the supervisor starts it. Give it work "
-                "with TaskCreate or SendMessage.")
+        where = ""
+        if member.get("worktree"):
+            where = (f" in its own worktree {member['worktree']['path']} (branch "
+                     f"{member['worktree']['branch']}; each task it completes is a commit)")
+        return (f"spawned {member['agent_id']}{gate}{where}; the supervisor starts it. Give it "
+                "work with TaskCreate or SendMessage.")
 
 
 def _one_line(text: str) -> str:

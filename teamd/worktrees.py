@@ -1,0 +1,433 @@
+"""Git worktrees for teammates (CONTRACT.md section 13): every git command the product runs.
+
+This module owns the one way `git` is driven (the real binary, never with the API key or a
+caller's GIT_DIR in its environment, never while a lock is held), and the rules built on it:
+which repository a member works in, making a member's worktree and branch before it is
+added, the commit a worktree member makes when it completes a task (found again after a
+crash, so a task is never committed twice), `diff`, `merge` (refusing a dirty repository,
+aborting a conflict cleanly), how far a branch is ahead of its base, and what happens to a
+worktree when its member leaves for good: removed when clean and merged, kept and reported
+otherwise. Nothing a person has not merged is ever deleted here.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+from teamd import events, files, roster
+from teamd.errors import BadInput, TeamdError
+from teamd.files import Json
+from teamd.layout import Workspace
+
+log = logging.getLogger(__name__)
+
+#: variables that would point git at another repository than the `-C` one, or hand it the key
+_DROPPED_ENV = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "GIT_DIR", "GIT_WORK_TREE",
+                "GIT_INDEX_FILE", "GIT_COMMON_DIR", "GIT_OBJECT_DIRECTORY", "GIT_PREFIX",
+                "GIT_NAMESPACE", "NOTIFY_SOCKET")
+#: what a root inside the repository adds to `.git/info/exclude`
+EXCLUDED = ("teamd.toml", ".teams/", ".tasks/", ".worktrees/")
+#: a task commit skips the repository's hooks and signing: it is the harness's record of
+#: the member's work, not a person's commit, and a hook that fails must not lose it
+NO_HOOKS = ("-c", "core.hooksPath=/dev/null", "-c", "commit.gpgsign=false")
+GIT_TIMEOUT = 120.0
+
+
+class GitError(TeamdError):
+    """A git command failed: exit 1 with git's own message on one line."""
+
+
+def git_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """Our environment less the API credentials and any GIT_DIR-like redirection."""
+    env = {k: v for k, v in os.environ.items()
+           if k not in _DROPPED_ENV and not k.startswith("WATCHDOG_")}
+    env["GIT_TERMINAL_PROMPT"] = "0"  # never wait on a password prompt nobody sees
+    env.update(extra or {})
+    return env
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split()) or "failed"
+
+
+def git(repo: Path | str, *args: str, check: bool = True, quiet_locks: bool = False,
+        env: dict[str, str] | None = None, stdin: str | None = None
+        ) -> subprocess.CompletedProcess[str]:
+    """Run `git -C repo ARGS`; GitError with git's message when `check` and it fails."""
+    extra = dict(env or {})
+    if quiet_locks:
+        extra["GIT_OPTIONAL_LOCKS"] = "0"  # a read (status) must not take index.lock
+    argv = ["git", "-C", str(repo), *args]
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, env=git_env(extra),
+                              input=stdin, timeout=GIT_TIMEOUT,
+                              stdin=None if stdin is not None else subprocess.DEVNULL)
+    except FileNotFoundError:
+        raise GitError("git is not installed (no `git` on PATH)") from None
+    except subprocess.TimeoutExpired:
+        raise GitError(f"git {args[0]} did not finish within {GIT_TIMEOUT:g} s") from None
+    if check and done.returncode != 0:
+        raise GitError(f"git {args[0]}: {_one_line(done.stderr or done.stdout)}")
+    return done
+
+
+# -- repositories ------------------------------------------------------------------------
+def toplevel(path: Path | str) -> Path | None:
+    """The top of the git work tree holding `path`, or None if it is in none."""
+    where = Path(path)
+    if not where.is_dir():
+        return None
+    done = git(where, "rev-parse", "--show-toplevel", check=False)
+    if done.returncode != 0 or not done.stdout.strip():
+        return None
+    return Path(done.stdout.strip()).resolve()
+
+
+def require_repo(path: Path | str, what: str) -> Path:
+    """The work tree's top holding `path`; BadInput naming `what` if there is none."""
+    top = toplevel(path)
+    if top is None:
+        raise BadInput(f"{what} {str(path)!r} is not inside a git work tree")
+    return top
+
+
+def resolve_commit(repo: Path, ref: str) -> str:
+    """The commit id `ref` names in `repo`; BadInput if it names none."""
+    if not ref or ref.startswith("-"):
+        raise BadInput(f"--base {ref!r} is not a commit")
+    done = git(repo, "rev-parse", "--verify", "--quiet", "--end-of-options", f"{ref}^{{commit}}",
+               check=False)
+    if done.returncode != 0:
+        if ref == "HEAD":
+            raise BadInput(f"the repository {repo} has no commit yet: make a first commit")
+        raise BadInput(f"--base {ref!r} is not a commit in {repo}")
+    return done.stdout.strip()
+
+
+def branch_name(team: str, name: str) -> str:
+    return f"teamd/{team}/{name}"
+
+
+def branch_exists(repo: Path, branch: str) -> bool:
+    return git(repo, "show-ref", "--verify", "--quiet", f"refs/heads/{branch}",
+               check=False).returncode == 0
+
+
+def exclude_workspace(ws: Workspace, repo: Path) -> bool:
+    """When the root lies inside `repo`, list teamd's files in its `info/exclude` (once).
+
+    Returns True if the file changed. The file is git's: rewritten whole (temp file and
+    rename) with its own mode, so two spawns at once both leave every line in it.
+    """
+    root = ws.root.resolve()
+    try:
+        rel = root.relative_to(repo)
+    except ValueError:
+        return False  # the root is outside the repository: nothing of ours shows in it
+    prefix = "" if str(rel) == "." else f"{rel.as_posix()}/"
+    wanted = [f"/{prefix}{name}" for name in EXCLUDED]
+    path = Path(git(repo, "rev-parse", "--path-format=absolute", "--git-path",
+                    "info/exclude").stdout.strip())
+    try:
+        text = path.read_text()
+        mode = path.stat().st_mode & 0o777
+    except FileNotFoundError:
+        text, mode = "", 0o644
+    have = set(text.splitlines())
+    missing = [line for line in wanted if line not in have]
+    if not missing:
+        return False
+    if text and not text.endswith("\n"):
+        text += "\n"
+    if missing == wanted:
+        text += "# teamd's workspace files (added by teamd)\n"
+    text += "".join(f"{line}\n" for line in missing)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    files.atomic_write_bytes(path, text.encode())
+    os.chmod(path, mode)
+    return True
+
+
+def repo_for_spawn(ws: Workspace, config: Json, cwd: Path) -> Path:
+    """The repository a new worktree member works in: the team's `repo`, else the one that
+    contains its working directory (CONTRACT §13)."""
+    if config.get("repo"):
+        return require_repo(config["repo"], "the team's repository")
+    return require_repo(cwd, "the working directory")
+
+
+# -- making one --------------------------------------------------------------------------
+def add(ws: Workspace, team: str, name: str, repo: Path, base: str | None = None) -> Json:
+    """Make `.worktrees/{team}/{name}` on a new branch `teamd/{team}/{name}` at `base`.
+
+    Returns the roster record {path, branch, base, repo}. BadInput (nothing made) when the
+    branch or the folder already exists or `base` names no commit; GitError otherwise.
+    """
+    branch = branch_name(team, name)
+    commit = resolve_commit(repo, base or "HEAD")
+    if branch_exists(repo, branch):
+        raise BadInput(f"branch {branch} already exists in {repo} (delete it with "
+                       f"`git branch -D {branch}` or pick another name)")
+    path = ws.worktree(team, name).resolve()
+    if path.exists():
+        raise BadInput(f"{path} already exists; move it away or pick another name")
+    try:
+        exclude_workspace(ws, repo)
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise TeamdError(f"cannot prepare {path}: {exc}") from None
+    record = {"path": str(path), "branch": branch, "base": commit, "repo": str(repo)}
+    # `worktree add -b` in two steps, so that a failure takes back exactly what this call
+    # made: creating the ref is atomic, and a racing spawn of the same name fails here
+    made = git(repo, "branch", "--no-track", branch, commit, check=False)
+    if made.returncode != 0:
+        if branch_exists(repo, branch):
+            raise BadInput(f"branch {branch} already exists in {repo}")
+        raise GitError(f"git branch: {_one_line(made.stderr)}")
+    try:
+        git(repo, "worktree", "add", "--quiet", str(path), branch)
+    except GitError:
+        git(repo, "branch", "-D", branch, check=False)
+        raise
+    return record
+
+
+def undo_add(record: Json) -> None:
+    """Take back a worktree just made for a member that was then not added (no work in it)."""
+    repo = Path(record["repo"])
+    git(repo, "worktree", "remove", "--force", record["path"], check=False)
+    git(repo, "branch", "-D", record["branch"], check=False)
+
+
+def repo_of(record: Json) -> Path:
+    """The repository a member's worktree belongs to."""
+    if record.get("repo"):
+        return Path(record["repo"])
+    # a record without `repo` (written by hand): ask the worktree itself
+    done = git(record["path"], "worktree", "list", "--porcelain")
+    first = done.stdout.splitlines()[0]
+    return Path(first.removeprefix("worktree "))
+
+
+def worktree_of(config: Json, name: str) -> Json:
+    """A member's worktree record; BadInput if the member has none."""
+    member = roster.get(config, name)
+    record = member.get("worktree")
+    if not record:
+        raise BadInput(f"{name!r} has no worktree (spawn it with --worktree)")
+    return dict(record)
+
+
+# -- the commit per task -----------------------------------------------------------------
+def identity(team: str, name: str) -> dict[str, str]:
+    who, mail = f"{name}@{team}", f"{name}@{team}.teamd"
+    return {"GIT_AUTHOR_NAME": who, "GIT_AUTHOR_EMAIL": mail,
+            "GIT_COMMITTER_NAME": who, "GIT_COMMITTER_EMAIL": mail}
+
+
+def task_message(task: Json) -> str:
+    return f"Task #{task['id']}: {task['subject']}"
+
+
+def task_commits(record: Json, task_id: int) -> list[str]:
+    """Commits on the member's branch past its base made for task `task_id`, oldest first."""
+    mark = f"Task #{int(task_id)}: "
+    done = git(record["path"], "log", "--reverse", "--format=%H %s",
+               f"{record['base']}..HEAD")
+    return [line.split(" ", 1)[0] for line in done.stdout.splitlines()
+            if line.split(" ", 1)[-1].startswith(mark)]
+
+
+def commit_task(team: str, name: str, record: Json, task: Json) -> list[str]:
+    """Commit everything that changed in the worktree for `task`; return the commits the
+    task should list that it does not yet (the new one, and any made by a process killed
+    before it could record it). No change, no commit."""
+    path = record["path"]
+    git(path, "add", "-A")
+    staged = git(path, "diff", "--cached", "--quiet", check=False)
+    if staged.returncode not in (0, 1):
+        raise GitError(f"git diff: {_one_line(staged.stderr)}")
+    if staged.returncode == 1:
+        git(path, *NO_HOOKS, "commit", "--quiet", "--no-verify", "--no-gpg-sign",
+            "--cleanup=whitespace", "-F", "-", env=identity(team, name),
+            stdin=task_message(task) + "\n")
+    known = set(task.get("commits") or [])
+    return [c for c in task_commits(record, int(task["id"])) if c not in known]
+
+
+# -- reviewing and merging ---------------------------------------------------------------
+def diff(record: Json, stat: bool = False) -> str:
+    """`git diff {base}...{branch}`: the member's committed work against its base."""
+    args = ["diff", *(["--stat"] if stat else []), f"{record['base']}...{record['branch']}"]
+    return git(repo_of(record), *args).stdout
+
+
+def ahead(record: Json) -> int | None:
+    """Commits on the member's branch past its base; None if git cannot tell."""
+    done = git(repo_of(record), "rev-list", "--count", f"{record['base']}..{record['branch']}",
+               check=False, quiet_locks=True)
+    return int(done.stdout.strip()) if done.returncode == 0 else None
+
+
+def uncommitted(path: Path | str) -> list[str]:
+    """Paths with uncommitted changes in a work tree, untracked files included."""
+    done = git(path, "status", "--porcelain", "--untracked-files=all", quiet_locks=True)
+    return [line[3:] for line in done.stdout.splitlines() if line.strip()]
+
+
+def _merge_here(where: Path, record: Json, message: str) -> str:
+    """Merge the member's branch into what `where` has checked out; return the commit.
+    On a conflict: abort (no merge left in progress) and GitError listing the files."""
+    done = git(where, "merge", "--no-ff", "--no-edit", "-m", message, record["branch"],
+               check=False)
+    if done.returncode != 0:
+        conflicts = git(where, "diff", "--name-only", "--diff-filter=U",
+                        check=False).stdout.split()
+        git(where, "merge", "--abort", check=False)
+        if conflicts:
+            raise GitError(f"merging {record['branch']} conflicts in {', '.join(conflicts)}; "
+                           "merge aborted, nothing changed")
+        raise GitError(f"git merge: {_one_line(done.stderr or done.stdout)}")
+    return git(where, "rev-parse", "HEAD").stdout.strip()
+
+
+def merge(ws: Workspace, team: str, name: str, into: str | None = None) -> Json:
+    """Merge a member's branch with --no-ff into the repository's checked-out branch, or
+    into the local branch `into` in a temporary worktree. Journals `merged`.
+
+    Returns {"branch", "into", "commit"}; commit is None when there was nothing to merge.
+    """
+    config = roster.load(ws, team)
+    record = worktree_of(config, name)
+    repo = repo_of(record)
+    if not branch_exists(repo, record["branch"]):
+        raise TeamdError(f"branch {record['branch']} no longer exists in {repo}")
+    if into is None:
+        head = git(repo, "symbolic-ref", "--quiet", "--short", "HEAD", check=False)
+        if head.returncode != 0:
+            raise TeamdError(f"{repo} has no branch checked out (detached HEAD); check one out "
+                             "or use --into BRANCH")
+        target = head.stdout.strip()
+        dirty = [p for p in git(repo, "status", "--porcelain", "--untracked-files=no"
+                                ).stdout.splitlines() if p.strip()]
+        if dirty:
+            raise TeamdError(f"{repo} has uncommitted changes ({len(dirty)} file(s)); commit "
+                             "or stash them first, or merge with --into BRANCH")
+    else:
+        target = into
+        if into.startswith("-") or not branch_exists(repo, into):
+            raise BadInput(f"--into {into!r} is not a local branch of {repo}")
+    if ahead(record) == 0 or git(repo, "merge-base", "--is-ancestor", record["branch"], target,
+                                 check=False).returncode == 0:
+        return {"branch": record["branch"], "into": target, "commit": None}
+    message = f"Merge {record['branch']} ({name}@{team}) into {target}"
+    if into is None:
+        commit = _merge_here(repo, record, message)
+    else:
+        scratch = Path(tempfile.mkdtemp(prefix="teamd-merge-"))
+        where = scratch / "wt"
+        try:
+            git(repo, "worktree", "add", "--quiet", str(where), into)
+            commit = _merge_here(where, record, message)
+        finally:
+            git(repo, "worktree", "remove", "--force", str(where), check=False)
+            shutil.rmtree(scratch, ignore_errors=True)
+            git(repo, "worktree", "prune", check=False)
+    events.emit(ws, team, "merged", member=name, path=record["path"],
+                branch=record["branch"], commit=commit, into=target)
+    return {"branch": record["branch"], "into": target, "commit": commit}
+
+
+# -- leaving for good --------------------------------------------------------------------
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+def keep_reason(record: Json) -> str | None:
+    """Why this worktree must be kept, or None when removing it loses nothing: nothing
+    uncommitted (untracked files count) and its branch reachable from another local
+    branch (CONTRACT §13)."""
+    path = Path(record["path"])
+    try:
+        changes = uncommitted(path)
+    except GitError as exc:
+        return f"cannot tell whether it is clean ({exc})"
+    if changes:
+        return f"uncommitted changes in {_plural(len(changes), 'file')}: " + \
+            ", ".join(changes[:5]) + (" …" if len(changes) > 5 else "")
+    repo = repo_of(record)
+    own = f"refs/heads/{record['branch']}"
+    holders = git(repo, "for-each-ref", "--format=%(refname)", "--contains",
+                  record["branch"], "refs/heads/", check=False)
+    if holders.returncode != 0:
+        return f"cannot tell whether {record['branch']} is merged"
+    if not [ref for ref in holders.stdout.split() if ref != own]:
+        count = ahead(record)
+        what = _plural(count, "commit") if count is not None else "commits"
+        return f"branch {record['branch']} has {what} not merged into any other branch"
+    return None
+
+
+def release(ws: Workspace, team: str, member: Json | str) -> Json | None:
+    """A member leaves for good (removed, or its team deleted): remove its worktree if that
+    loses nothing (the branch is kept), else keep it. Journals `worktree_removed` or
+    `worktree_kept`, and returns {"path", "branch", "removed", "reason"}; None for a member
+    without a worktree. Call it with no lock held."""
+    if isinstance(member, str):
+        member = roster.get(roster.load(ws, team), member)
+    record = member.get("worktree")
+    if not record:
+        return None
+    name = str(member["name"])
+    report: Json = {"path": record["path"], "branch": record["branch"], "removed": False,
+                    "reason": None}
+    if not Path(record["path"]).exists():
+        git(repo_of(record), "worktree", "prune", check=False)
+        report["reason"] = "already gone"
+        return report
+    reason = keep_reason(record)
+    if reason is None:
+        done = git(repo_of(record), "worktree", "remove", record["path"], check=False)
+        if done.returncode == 0:
+            report["removed"] = True
+            events.emit(ws, team, "worktree_removed", member=name, path=record["path"],
+                        branch=record["branch"])
+            _drop_empty_parents(ws, team)
+            return report
+        reason = f"git worktree remove: {_one_line(done.stderr)}"
+    report["reason"] = reason
+    events.emit(ws, team, "worktree_kept", member=name, path=record["path"],
+                branch=record["branch"], reason=reason)
+    log.warning("kept worktree %s (%s): %s", record["path"], record["branch"], reason)
+    return report
+
+
+def release_all(ws: Workspace, team: str, members: Sequence[Json]) -> list[Json]:
+    """`release` for every member of a team being deleted; the reports of those kept."""
+    kept = []
+    for m in members:
+        try:
+            report = release(ws, team, m)
+        except TeamdError as exc:  # one bad worktree must not stop the deletion: keep it
+            record = m.get("worktree") or {}
+            report = {"path": record.get("path"), "branch": record.get("branch"),
+                      "removed": False, "reason": str(exc)}
+            events.emit(ws, team, "worktree_kept", member=m["name"], path=report["path"],
+                        branch=report["branch"], reason=report["reason"])
+        if report is not None and not report["removed"] and report["reason"] != "already gone":
+            kept.append(report)
+    return kept
+
+
+def _drop_empty_parents(ws: Workspace, team: str) -> None:
+    for folder in (ws.worktrees_root / team, ws.worktrees_root):
+        try:
+            folder.rmdir()
+        except OSError:
+            return  # not empty (other members' worktrees) or already gone

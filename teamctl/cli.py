@@ -18,7 +18,7 @@ from teamctl import output
 from teamd import actions, board, events, files, inbox, pidfile, requests, roster, settings
 from teamd.errors import BadInput, TeamdError
 from teamd.files import Json
-from teamd.layout import LEAD, Workspace
+from teamd.layout import LEAD, USER, Workspace
 
 app = typer.Typer(
     name="teamctl",
@@ -125,13 +125,19 @@ def send(
     request_id: Annotated[str | None, typer.Option(help="For a *_response.")] = None,
     approve: Annotated[bool | None, typer.Option("--approve/--reject",
                                                  help="For a *_response.")] = None,
-    sender: Annotated[str, typer.Option(help="Who sends it.")] = LEAD,
+    sender: Annotated[str | None, typer.Option(
+        help="Who sends it (default: the person: lead, or user beside an LLM lead).",
+        show_default=False)] = None,
     reason: Annotated[str | None, typer.Option(help="For shutdown messages.")] = None,
     feedback: Annotated[str | None, typer.Option(help="For plan responses.")] = None,
     summary: Annotated[str | None, typer.Option(help="One line for listings.")] = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Append a message to a member's inbox (or the lead's)."""
+    """Append a message to a member's inbox (or the lead's).
+
+    In a team with an LLM lead you are `user`: `teamctl send TEAM lead "focus on the login
+    page"` reaches the lead's model as a message from user, and its answers land in your
+    inbox (`teamctl inbox TEAM`)."""
     msg = actions.send(ws(), team, name, _read_content(content), type_=type_, sender=sender,
                        request_id=request_id, approve=approve, reason=reason,
                        feedback=feedback, summary=summary)
@@ -145,7 +151,9 @@ def send(
 def broadcast(team: TeamArg,
               content: Annotated[str, typer.Argument(help="Text, or - for standard input.",
                                                      show_default=False)],
-              sender: Annotated[str, typer.Option(help="Who sends it.")] = LEAD,
+              sender: Annotated[str | None, typer.Option(
+                  help="Who sends it (default: the person: lead, or user beside an LLM "
+                  "lead).", show_default=False)] = None,
               as_json: JsonOpt = False) -> None:
     """Send one message to every running member and the lead, except the sender."""
     copies = actions.broadcast(ws(), team, _read_content(content), sender=sender)
@@ -176,22 +184,28 @@ def _show_now(msgs: list[Json], as_json: bool) -> None:
 @app.command("inbox")
 def inbox_cmd(
     team: TeamArg,
-    name: Annotated[str, typer.Argument(help="Whose inbox (default: the lead's).")] = LEAD,
+    name: Annotated[str | None, typer.Argument(
+        help="Whose inbox (default: the person's: lead's, or user's beside an LLM lead).",
+        show_default=False)] = None,
     peek: Annotated[bool, typer.Option("--peek", help="Show without taking.")] = False,
     follow: Annotated[bool, typer.Option("--follow", "-f", help="Keep showing new ones.")
                       ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="One JSON message per line.")
                        ] = False,
 ) -> None:
-    """Show an inbox. The lead's is drained (printed, then cleared; history stays in
-    events.jsonl) unless an LLM lead is running; any other inbox is only peeked at."""
+    """Show an inbox. The person's is drained (printed, then cleared; history stays in
+    events.jsonl): lead_inbox.jsonl, or user_inbox.jsonl in a team with an LLM lead. Any
+    other inbox (a teammate's, an LLM lead's) is only peeked at."""
     w = ws()
     config = actions.require_team(w, team)
-    if name != LEAD:
+    me = roster.person(config)
+    name = name or me
+    if name == USER and me != USER:
+        raise BadInput(f"unknown member {USER!r} in team {team!r}: 'user' is the person "
+                       "beside an LLM lead, and this team has none")
+    if name not in (LEAD, USER):
         roster.get(config, name)
-    llm_lead = roster.find(config, LEAD)
-    # an LLM lead that should run owns its inbox even while asleep: mail wakes it
-    drain = name == LEAD and not peek and not (llm_lead and llm_lead["desired"] == "running")
+    drain = name == me and not peek
     if not drain and not peek:
         why = "an LLM lead reads it" if name == LEAD else "it belongs to a teammate"
         print(f"note: only peeking: {why}", file=sys.stderr)

@@ -25,7 +25,7 @@ from teamd import __version__, actions, board, events, files, inbox, pidfile, po
 from teamd import settings as settings_mod
 from teamd.errors import TeamdError
 from teamd.files import Json
-from teamd.layout import LEAD, NAME_RE, SUPERVISOR, Workspace
+from teamd.layout import LEAD, NAME_RE, SUPERVISOR, USER, Workspace
 from teamd.notify import NOTIFY_ENV_KEYS, Notifier, format_status, scrub_child_env
 from teamd.proc import (
     EXIT_BOOT_ERROR,
@@ -381,11 +381,22 @@ class Supervisor:
         self.wake_at = at if self.wake_at is None else min(self.wake_at, at)
 
     def mark(self, team: str, name: str, status: str) -> None:
+        """Write `status` for a member with no process. A `shutdown` is re-checked against
+        `desired` under the roster lock: the reconcile's snapshot may predate a `restart`
+        that wants the member running again, which must not be undone."""
+        applied = False
+
         def change(config: Json) -> tuple[str, str] | None:
+            nonlocal applied
             m = roster.find(config, name)
-            return roster.set_status(m, status) if m else None
+            if m is None or (status == "shutdown" and m["desired"] != "stopped"):
+                return None
+            applied = True
+            return roster.set_status(m, status)
 
         moved = roster.update(self.ws, team, change)
+        if not applied:
+            return
         events.status_changed(self.ws, team, name, moved)
         if status == "shutdown":
             board.release(self.ws, team, name)
@@ -559,6 +570,7 @@ class Supervisor:
                     m["restart_at"] = now + outcome["delay"]
                     outcome["restarts"] = m["restarts"]
             outcome["moved"] = roster.set_status(m, new)
+            outcome["kind"] = m.get("kind", "teammate")
             outcome["status"] = new
             outcome["restarts"] = m["restarts"]
             events.emit(self.ws, team, "exited", member=name, code=code, signal=sig)
@@ -582,7 +594,9 @@ class Supervisor:
             reason = (f"{describe_exit(code, sig)}; {outcome['restarts']} restarts within "
                       f"{self.conf.restart_window:g}s")
             events.emit(self.ws, team, "member_failed", member=name, reason=reason)
-            msg = inbox.make("member_failed", SUPERVISOR, LEAD,
+            # the lead hears of a failed member; of the LLM lead itself, the person does
+            told = USER if outcome["kind"] == "lead" else LEAD
+            msg = inbox.make("member_failed", SUPERVISOR, told,
                              f"{name} failed and will not be restarted ({reason}); "
                              f"`teamctl restart {team} {name}` starts it again",
                              member=name, reason=reason)

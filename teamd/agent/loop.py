@@ -161,7 +161,8 @@ class Member:
             if new:
                 return None
             if self.kind != "lead":
-                task = self.untold_task() or board.claim(self.ws, self.team, self.name)
+                task = self.untold_task() or (
+                    None if self.plan_pending() else board.claim(self.ws, self.team, self.name))
                 if task is not None:
                     text = f"<auto-claimed>Task #{task['id']}: {task['subject']}"
                     if task.get("description"):
@@ -195,6 +196,12 @@ class Member:
             self.watcher = Watcher([self.ws.team_dir(self.team), self.ws.tasks_dir(self.team)],
                                    interesting=interesting)
         return self.watcher
+
+    def plan_pending(self) -> bool:
+        """A plan of this member's awaits the lead: it claims nothing meanwhile (§6)."""
+        return self.toolbox.plan_mode_required and any(
+            r["kind"] == "plan_approval" and r["sender"] == self.name
+            and r["status"] == "pending" for r in requests.list_requests(self.ws, self.team))
 
     def untold_task(self) -> Json | None:
         """An in-progress task this member owns that its conversation never heard of: a
@@ -269,16 +276,18 @@ class Member:
                                   if m["type"] == "shutdown_request" and m.get("request_id"))
 
     def approve_shutdown(self, request_id: str, why: str) -> int:
+        """The harness approves for the model; the answer goes to whoever asked."""
         try:
-            actions.send(self.ws, self.team, LEAD, f"{self.name} is shutting down",
-                         type_="shutdown_response", sender=self.name, request_id=request_id,
-                         approve=True, reason=why)
+            actions.approve_shutdown(self.ws, self.team, self.name, request_id, reason=why,
+                                     pid=os.getpid())
         except TeamdError as exc:  # answered already (e.g. by the model): still leave
             log.info("shutdown %s: %s", request_id, exc)
         return self.leave()
 
     def leave(self) -> int:
-        """Approved a shutdown: desired=stopped and status=stopping in one update, exit 0."""
+        """Approved a shutdown: desired=stopped and status=stopping (already written with
+        the approval by `actions.approve_shutdown`; again here for an approval that was
+        refused as answered already), then exit 0."""
         def change(config: Json) -> tuple[str, str] | None:
             m = roster.find(config, self.name)
             if m is None or m.get("pid") != os.getpid():

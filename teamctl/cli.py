@@ -18,7 +18,7 @@ from teamctl import output
 from teamd import actions, board, events, files, inbox, pidfile, requests, roster, settings
 from teamd.errors import BadInput, TeamdError
 from teamd.files import Json
-from teamd.layout import LEAD, USER, Workspace
+from teamd.layout import LEAD, ROOT_ENV, USER, Workspace
 
 app = typer.Typer(
     name="teamctl",
@@ -573,19 +573,27 @@ def delete(team: TeamArg,
 
 
 @app.command()
-def demo(root: Annotated[str | None, typer.Option(
-             "--root", metavar="DIR", help="Where to put the demo workspace "
-             "(default: a new ./teamd-demo folder).")] = None,
+def demo(ctx: typer.Context,
+         lead: Annotated[bool, typer.Option(
+             "--lead", help="The seeds' story with an LLM lead: it plans the board, spawns "
+             "the team, reviews a plan and shuts the team down; you are `user`.")] = False,
+         root: Annotated[str | None, typer.Option(
+             "--root", metavar="DIR", hidden=True,
+             help="The same as the global --root.")] = None,
          timeout: Annotated[float, typer.Option(help="Seconds to let the team work.")
                             ] = 600.0) -> None:
     """A whole team at work: the REST → GraphQL migration of the design notes, four chained
     tasks worked by analyst, backend and frontend under a real supervisor, live, then shut
-    down. Uses Claude with ANTHROPIC_API_KEY; offline, the built-in scripted model."""
+    down. Uses Claude with ANTHROPIC_API_KEY; offline, the built-in scripted model.
+
+    The workspace is the global --root or $TEAMD_ROOT, else a new ./teamd-demo folder.
+    Example: teamctl --root /tmp/demo demo --lead"""
     from pathlib import Path
 
     from teamctl import demo as demo_mod
 
-    demo_mod.run(Path(root).absolute() if root else None, timeout)
+    chosen = root or ctx.find_root().params.get("root") or os.environ.get(ROOT_ENV) or None
+    demo_mod.run(Path(chosen).expanduser().absolute() if chosen else None, timeout, lead)
 
 
 def main() -> None:

@@ -127,3 +127,26 @@ def test_mark_leaves_a_restarted_member_alone(team: Workspace) -> None:
     assert board.get(team, TEAM, 2)["owner"] is None  # released: bob left for good
     assert [r.get("member") for r in events.read(team, TEAM)
             if r["event"] == "status" and r.get("to") == "shutdown"] == ["bob"]
+
+
+def test_a_plan_answer_not_yet_read_still_counts_as_pending(team: Workspace) -> None:
+    """A plan-mode member claims nothing while its plan is pending (§6). The lead records
+    its answer before appending the message: in between, the member must still count the
+    plan as pending, or it claims a task and meets the rejection in the same turn."""
+    from teamd.agent.loop import Member
+
+    actions.spawn(team, TEAM, "planner", "plan first", plan_mode=True)
+    planner = Member(team, TEAM, "planner")
+    assert not planner.plan_pending()
+    plan = actions.send(team, TEAM, "lead", "my plan", type_="plan_approval_request",
+                        sender="planner")
+    assert planner.plan_pending()
+    # the state between the lead's two writes: the record answered, no message yet
+    requests.answer(team, TEAM, plan["request_id"], False, feedback="add tests")
+    assert planner.plan_pending()
+    answer = inbox.make("plan_approval_response", "lead", "planner", "add tests",
+                        request_id=plan["request_id"], approve=False, feedback="add tests")
+    inbox.deliver(team, TEAM, [answer])
+    assert planner.plan_pending()  # landed, not read yet
+    assert [m["id"] for m in planner.take_inbox()] == [answer["id"]]
+    assert not planner.plan_pending()

@@ -30,6 +30,7 @@ from teamd.watch import Watcher
 log = logging.getLogger(__name__)
 
 API_RETRY_FIRST, API_RETRY_MAX = 5.0, 120.0
+PLAN_ANSWER_GRACE = 30.0  # s: an answer recorded this long ago whose message never came
 
 
 def run_member(ws: Workspace, team: str, name: str) -> int:
@@ -198,10 +199,22 @@ class Member:
         return self.watcher
 
     def plan_pending(self) -> bool:
-        """A plan of this member's awaits the lead: it claims nothing meanwhile (§6)."""
-        return self.toolbox.plan_mode_required and any(
-            r["kind"] == "plan_approval" and r["sender"] == self.name
-            and r["status"] == "pending" for r in requests.list_requests(self.ws, self.team))
+        """A plan of this member's awaits the lead: it claims nothing meanwhile (§6).
+
+        Pending as the member knows it: an answer is recorded before its message is
+        appended, so a claim made in between would reach the model in the same turn as a
+        rejection it has not read yet. An answered plan counts as pending until its
+        answer is in the session (or, should that message never come, for
+        PLAN_ANSWER_GRACE seconds)."""
+        if not self.toolbox.plan_mode_required:
+            return False
+        seen = {m.get("request_id") for r in self.session.records if r["type"] == "inbox"
+                for m in r["messages"] if m["type"] == "plan_approval_response"}
+        now = time.time()
+        return any(r["kind"] == "plan_approval" and r["sender"] == self.name and (
+            r["status"] == "pending" or (r["request_id"] not in seen and now - float(
+                r.get("resolved_at") or 0) < PLAN_ANSWER_GRACE))
+            for r in requests.list_requests(self.ws, self.team))
 
     def untold_task(self) -> Json | None:
         """An in-progress task this member owns that its conversation never heard of: a

@@ -31,7 +31,7 @@ from teamd import (
 )
 from teamd.errors import BadInput, Interrupted, TeamdError
 from teamd.files import Json
-from teamd.layout import LEAD, SUPERVISOR, Workspace, validate_member_name
+from teamd.layout import LEAD, ROOT_ENV, SUPERVISOR, USER, Workspace, validate_member_name
 from teamd.permissions import describe
 
 HELP_OPTIONS = {"help_option_names": ["-h", "--help"]}
@@ -256,13 +256,19 @@ def send(
     request_id: Annotated[str | None, typer.Option(help="For a *_response.")] = None,
     approve: Annotated[bool | None, typer.Option("--approve/--reject",
                                                  help="For a *_response.")] = None,
-    sender: Annotated[str, typer.Option(help="Who sends it.")] = LEAD,
+    sender: Annotated[str | None, typer.Option(
+        help="Who sends it (default: the person: lead, or user beside an LLM lead).",
+        show_default=False)] = None,
     reason: Annotated[str | None, typer.Option(help="For shutdown messages.")] = None,
     feedback: Annotated[str | None, typer.Option(help="For plan responses.")] = None,
     summary: Annotated[str | None, typer.Option(help="One line for listings.")] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Append a message to a member's inbox (or the lead's).
+
+    In a team with an LLM lead you are `user`: `teamctl send TEAM lead "focus on the login
+    page"` reaches the lead's model as a message from user, and its answers land in your
+    inbox (`teamctl inbox TEAM`).
 
     \b
     Example:
@@ -291,7 +297,9 @@ def _warn_if_stopped(team: str, name: str) -> None:
 def broadcast(team: TeamArg,
               content: Annotated[str, typer.Argument(help="Text, or - for standard input.",
                                                      show_default=False)],
-              sender: Annotated[str, typer.Option(help="Who sends it.")] = LEAD,
+              sender: Annotated[str | None, typer.Option(
+                  help="Who sends it (default: the person: lead, or user beside an LLM "
+                  "lead).", show_default=False)] = None,
               as_json: JsonOpt = False) -> None:
     """Send one message to every running member and the lead, except the sender.
 
@@ -327,15 +335,18 @@ def _show_now(msgs: list[Json], as_json: bool) -> None:
 @app.command("inbox")
 def inbox_cmd(
     team: TeamArg,
-    name: Annotated[str, typer.Argument(help="Whose inbox (default: the lead's).")] = LEAD,
+    name: Annotated[str | None, typer.Argument(
+        help="Whose inbox (default: the person's: lead's, or user's beside an LLM lead).",
+        show_default=False)] = None,
     peek: Annotated[bool, typer.Option("--peek", help="Show without taking.")] = False,
     follow: Annotated[bool, typer.Option("--follow", "-f", help="Keep showing new ones.")
                       ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="One JSON message per line.")
                        ] = False,
 ) -> None:
-    """Show an inbox. The lead's is drained (printed, then cleared; history stays in
-    events.jsonl) unless an LLM lead is running; any other inbox is only peeked at.
+    """Show an inbox. The person's is drained (printed, then cleared; history stays in
+    events.jsonl): lead_inbox.jsonl, or user_inbox.jsonl in a team with an LLM lead. Any
+    other inbox (a teammate's, an LLM lead's) is only peeked at.
 
     \b
     Example:
@@ -343,11 +354,14 @@ def inbox_cmd(
     """
     w = ws()
     config = actions.require_team(w, team)
-    if name != LEAD:
+    me = roster.person(config)
+    name = name or me
+    if name == USER and me != USER:
+        raise BadInput(f"unknown member {USER!r} in team {team!r}: 'user' is the person "
+                       "beside an LLM lead, and this team has none")
+    if name not in (LEAD, USER):
         roster.get(config, name)
-    llm_lead = roster.find(config, LEAD)
-    # an LLM lead that should run owns its inbox even while asleep: mail wakes it
-    drain = name == LEAD and not peek and not (llm_lead and llm_lead["desired"] == "running")
+    drain = name == me and not peek
     if not drain and not peek:
         why = "an LLM lead reads it" if name == LEAD else "it belongs to a teammate"
         print(f"note: only peeking: {why}", file=sys.stderr)
@@ -1156,24 +1170,31 @@ def merge(team: TeamArg, name: NameArg,
 
 
 @app.command()
-def demo(root: Annotated[str | None, typer.Option(
-             "--root", metavar="DIR", help="Where to put the demo workspace "
-             "(default: a new ./teamd-demo folder).")] = None,
+def demo(ctx: typer.Context,
+         lead: Annotated[bool, typer.Option(
+             "--lead", help="The seeds' story with an LLM lead: it plans the board, spawns "
+             "the team, reviews a plan and shuts the team down; you are `user`.")] = False,
+         root: Annotated[str | None, typer.Option(
+             "--root", metavar="DIR", hidden=True,
+             help="The same as the global --root.")] = None,
          timeout: Annotated[float, typer.Option(help="Seconds to let the team work.")
                             ] = 600.0) -> None:
     """A whole team at work: the REST → GraphQL migration of the design notes, four chained
     tasks worked by analyst, backend and frontend under a real supervisor, live, then shut
     down. Uses Claude with ANTHROPIC_API_KEY; offline, the built-in scripted model.
 
+    The workspace is the global --root or $TEAMD_ROOT, else a new ./teamd-demo folder.
+
     \b
     Example:
-      teamctl demo --root /tmp/demo
+      teamctl --root /tmp/demo demo --lead
     """
     from pathlib import Path
 
     from teamctl import demo as demo_mod
 
-    demo_mod.run(Path(root).absolute() if root else None, timeout)
+    chosen = root or ctx.find_root().params.get("root") or os.environ.get(ROOT_ENV) or None
+    demo_mod.run(Path(chosen).expanduser().absolute() if chosen else None, timeout, lead)
 
 
 def main() -> None:

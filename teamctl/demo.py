@@ -6,6 +6,11 @@ worktree of a small repository (`app/`); it ends with the branches, each task's 
 and the merges. With ANTHROPIC_API_KEY
 set it uses Claude; without, the project's scripted model server (the same real SDK over
 real HTTP, on loopback), and says so.
+
+`--lead` tells the seeds' whole story with an LLM lead: the lead splits the migration
+into the four chained tasks, spawns the three teammates with its `Task` tool (backend in
+plan mode), rejects backend's first plan and approves the revised one, and shuts the team
+down; the person watching is `user`, who writes to the lead and reads its answers.
 """
 
 from __future__ import annotations
@@ -18,9 +23,9 @@ from pathlib import Path
 from typing import Any
 
 from teamctl import output
-from teamd import actions, board, events, files, pidfile, roster, settings, worktrees
+from teamd import actions, board, events, files, inbox, pidfile, roster, settings, worktrees
 from teamd.errors import TeamdError
-from teamd.layout import Workspace
+from teamd.layout import LEAD, USER, Workspace
 from teamd.watch import wait_for
 
 TEAM = "rest-to-graphql"
@@ -62,10 +67,87 @@ def scenario() -> dict[str, Any]:
     ], "default": {"content": [{"type": "text", "text": "Done for now; waiting for work."}]}}
 
 
+LEAD_PROMPT = (
+    "Lead the migration of this app from REST to GraphQL, briefly.\n"
+    "1. Put the work on the task board as four tasks, each blocked by the one before: "
+    + ", ".join(f"'{subject}'" for subject, _ in TASKS) + ".\n"
+    "2. Spawn three teammates with the Task tool in this team: analyst (API analyst), "
+    "backend (backend engineer, plan_mode_required true) and frontend (frontend engineer)."
+    + WORKFLOW + " Give task 1 to analyst, tasks 2 and 3 to backend and task 4 to frontend "
+    "(TaskUpdate owner).\n"
+    "3. Review backend's plan: reject the first one with concrete feedback, approve a "
+    "revision that addresses it.\n"
+    "4. When all four tasks are completed, shut each teammate down with SendMessage type "
+    "shutdown_request, and tell the user (recipient `user`) that the migration is done.")
+USER_NOTE = "Keep the REST endpoints up until the frontend has moved, please."
+
+
+def lead_scenario() -> dict[str, Any]:
+    """What the scripted models do in `demo --lead`: the lead staffs the team and plans
+    the board in its first reply, reviews backend's plan (no, then yes), answers the
+    person, and winds the team down when frontend reports the last task done."""
+    plan_request = r'type="plan_approval_request" request_id="(?P<rid>[^"]+)"'
+    staff: list[dict[str, Any]] = []
+    for i, (subject, description) in enumerate(TASKS, start=1):
+        staff.append({"type": "tool_use", "name": "TaskCreate", "input": {
+            "subject": subject, "description": description,
+            **({"blocked_by": [i - 1]} if i > 1 else {})}})
+    # Each teammate's tasks are given to it right after it is spawned, before the task
+    # ahead of them can be finished: no other teammate can claim them first.
+    owners = {"analyst": [1], "backend": [2, 3], "frontend": [4]}
+    for name, role, prompt in MEMBERS:
+        staff.append({"type": "tool_use", "name": "Task", "input": {
+            "name": name, "team_name": TEAM, "role": role, "prompt": prompt + WORKFLOW,
+            **({"plan_mode_required": True} if name == "backend" else {})}})
+        staff += [{"type": "tool_use", "name": "TaskUpdate",
+                   "input": {"task_id": tid, "owner": name}} for tid in owners[name]]
+    shutdowns = [{"type": "tool_use", "name": "SendMessage", "input": {
+        "recipient": name, "type": "shutdown_request", "content": "The migration is done.",
+        "reason": "all four tasks are completed"}} for name, _, _ in MEMBERS]
+    rules: list[dict[str, Any]] = [
+        {"name": "staff", "agent": LEAD, "nth": 1, "reply": {"content": [
+            {"type": "text", "text": "Four chained tasks, three teammates."}, *staff]}},
+        {"name": "wind-down", "agent": LEAD, "contains": f"Task #{len(TASKS)} is done",
+         "times": 1, "reply": {"content": [*shutdowns, {
+             "type": "tool_use", "name": "SendMessage", "input": {
+                 "recipient": "user", "content": "The migration is done: all four tasks "
+                 "are completed, and I asked analyst, backend and frontend to shut down."}}]}},
+        {"name": "plan-reject", "agent": LEAD, "regex": plan_request, "times": 1,
+         "reply": {"content": [{"type": "tool_use", "name": "SendMessage", "input": {
+             "recipient": "backend", "type": "plan_approval_response", "request_id": "{rid}",
+             "approve": False, "content": "Not yet.",
+             "feedback": "Add a way back: keep the REST routes behind a flag until the "
+                         "frontend has moved."}}]}},
+        {"name": "plan-approve", "agent": LEAD, "regex": plan_request, "times": 1,
+         "reply": {"content": [{"type": "tool_use", "name": "SendMessage", "input": {
+             "recipient": "backend", "type": "plan_approval_response", "request_id": "{rid}",
+             "approve": True, "content": "Approved.",
+             "feedback": "Approved: go ahead with the schema and the resolvers."}}]}},
+        {"name": "answer-user", "agent": LEAD, "regex": 'sender="user" type="message"',
+         "times": 1, "reply": {"content": [{"type": "tool_use", "name": "SendMessage",
+                                            "input": {"recipient": "user", "content":
+                                                      "Understood: REST stays up until task "
+                                                      "#4 is done."}}]}},
+        {"name": "plan", "agent": "backend", "nth": 1, "reply": {"content": [
+            {"type": "tool_use", "name": "SubmitPlan", "input": {
+                "plan": "1. Derive the schema from the analyst's notes. 2. Write resolvers "
+                        "over the existing services."}}]}},
+        {"name": "revise", "agent": "backend", "contains": 'approve="false"', "times": 1,
+         "reply": {"content": [{"type": "tool_use", "name": "SubmitPlan", "input": {
+             "plan": "1. Derive the schema from the analyst's notes. 2. Write resolvers over "
+                     "the existing services. 3. Keep the REST routes behind a flag until "
+                     "the frontend has moved."}}]}},
+    ]
+    return {"rules": rules + scenario()["rules"], "default": scenario()["default"]}
+
+
 def _pick_root(root: Path | None) -> Path:
     if root is not None:
         if (root / ".teams" / TEAM).exists():
             raise TeamdError(f"{root} already holds a {TEAM} team; pick another --root")
+        if pidfile.running(Workspace.at(root)) is not None:
+            raise TeamdError(f"a supervisor is already running for {root}; pick another "
+                             "--root")
         return root
     base = Path.cwd() / "teamd-demo"
     n = 1
@@ -75,7 +157,9 @@ def _pick_root(root: Path | None) -> Path:
     return base
 
 
-def run(root: Path | None, timeout: float) -> None:
+def run(root: Path | None, timeout: float, lead: bool = False) -> None:
+    """Run the demo in `root` (default: a new ./teamd-demo folder); `lead`: the LLM-lead
+    story."""
     root = _pick_root(root)
     files.ensure_dir(root)
     ws = Workspace.at(root)
@@ -87,33 +171,45 @@ def run(root: Path | None, timeout: float) -> None:
     else:
         from teamd.scripted.server import ScriptedServer
 
-        server = ScriptedServer(scenario()).start()
+        server = ScriptedServer(lead_scenario() if lead else scenario()).start()
         env.update(ANTHROPIC_BASE_URL=server.url, ANTHROPIC_API_KEY="offline-demo")
         print(f"No ANTHROPIC_API_KEY: the teammates talk to the built-in scripted model "
               f"server at {server.url}\n(the real anthropic SDK over real HTTP, offline).")
     env.setdefault("TEAMD_IDLE_TIMEOUT", "300")
     print(f"Workspace: {root}\n")
-    repo = make_repo(root / "app")
-    actions.create_team(ws, TEAM, "Migrate the app from REST to GraphQL", repo=str(repo),
-                        worktrees_on=True)
-    previous: list[int] = []
-    for subject, description in TASKS:
-        previous = [board.create(ws, TEAM, subject, description, previous)["id"]]
-    for name, role, prompt in MEMBERS:
-        # each in its own worktree of app/, on branch teamd/rest-to-graphql/{name}
-        actions.spawn(ws, TEAM, name, prompt + WORKFLOW, role=role)
+    repo: Path | None = None
+    if lead:
+        # the lead works in a folder of its own and staffs the team itself (Task tool)
+        actions.create_team(ws, TEAM, "Migrate the app from REST to GraphQL")
+        work = files.ensure_dir(root / "work")
+        actions.spawn(ws, TEAM, LEAD, LEAD_PROMPT, role="tech lead", cwd=str(work), lead=True)
+    else:
+        repo = make_repo(root / "app")
+        actions.create_team(ws, TEAM, "Migrate the app from REST to GraphQL", repo=str(repo),
+                            worktrees_on=True)
+        previous: list[int] = []
+        for subject, description in TASKS:
+            previous = [board.create(ws, TEAM, subject, description, previous)["id"]]
+        for name, role, prompt in MEMBERS:
+            # each in its own worktree of app/, on branch teamd/rest-to-graphql/{name}
+            actions.spawn(ws, TEAM, name, prompt + WORKFLOW, role=role)
     log = open(root / "teamd.log", "ab")  # noqa: SIM115 - closed below
     daemon = subprocess.Popen([sys.executable, "-m", "teamd", "run", "--root", str(root)],
                               env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=log)
+    printer = EventPrinter(ws, lead)
     try:
-        printer = EventPrinter(ws)
-        _watch(ws, daemon, printer, timeout)
-        print("\nAll tasks completed; shutting the team down (the handshake).")
-        for m in roster.load(ws, TEAM)["members"]:
-            if m["desired"] == "running":
-                actions.shutdown(ws, TEAM, m["name"], reason="the migration is done")
-        gone = wait_for([ws.team_dir(TEAM)],
-                        lambda: not actions.live_members(roster.load(ws, TEAM)), 60)
+        if lead:
+            _lead_story(ws, daemon, printer, timeout)
+        else:
+            _watch(ws, daemon, printer, timeout)
+            print("\nAll tasks completed; shutting the team down (the handshake).")
+            for m in roster.load(ws, TEAM)["members"]:
+                if m["desired"] == "running":
+                    actions.shutdown(ws, TEAM, m["name"], reason="the migration is done")
+        # gone, and their exits journalled: teamd writes `shutdown` once it reaped them
+        gone = wait_for([ws.team_dir(TEAM)], lambda: all(
+            m["status"] == "shutdown" and not roster.is_live(m)
+            for m in roster.load(ws, TEAM)["members"]), 60)
         printer.flush()
         if not gone:
             raise TeamdError("members did not shut down within 60s")
@@ -127,8 +223,10 @@ def run(root: Path | None, timeout: float) -> None:
         log.close()
         if server is not None:
             server.stop()
-    show_work(ws, repo)
-    _summary(ws, root)
+    printer.flush()  # the last exits, journalled as teamd reaped them
+    if repo is not None:
+        show_work(ws, repo)
+    _summary(ws, root, lead)
 
 
 def make_repo(path: Path) -> Path:
@@ -170,16 +268,20 @@ class EventPrinter:
 
     SHOWN = ("message", "task_claimed", "task_completed", "status", "tool_call", "spawned",
              "exited")
+    #: with an LLM lead the board and the plans are its doing: worth showing too
+    SHOWN_LEAD = (*SHOWN, "member_added", "task_created", "task_updated", "request_opened",
+                  "request_answered")
 
-    def __init__(self, ws: Workspace) -> None:
+    def __init__(self, ws: Workspace, lead: bool = False) -> None:
         self.ws = ws
         self.seen = 0
+        self.shown = self.SHOWN_LEAD if lead else self.SHOWN
 
     def flush(self) -> None:
         records = events.read(self.ws, TEAM)
         colors = {m["name"]: m["color"] for m in roster.load(self.ws, TEAM)["members"]}
         for rec in records[self.seen:]:
-            if rec.get("event") in self.SHOWN:
+            if rec.get("event") in self.shown:
                 who = rec.get("member") or "-"
                 print(f"{output.when(rec.get('ts'))} {output.paint(f'{who:9}', colors.get(who))}"
                       f" {output.describe_event(rec)}", flush=True)
@@ -187,21 +289,63 @@ class EventPrinter:
 
 
 def _watch(ws: Workspace, daemon: subprocess.Popen[bytes], printer: EventPrinter,
-           timeout: float) -> None:
+           timeout: float, done: Any = None) -> None:
+    """Print the story until every task is completed (or `done()`, when given)."""
     def finished() -> bool:
         printer.flush()
         if daemon.poll() is not None:
             raise TeamdError(f"teamd exited with {daemon.returncode}; see "
                              f"{ws.root / 'teamd.log'}")
-        tasks = board.list_tasks(ws, TEAM)
-        return bool(tasks) and all(t["status"] == "completed" for t in tasks)
+        if done is not None:
+            return bool(done())
+        return _all_completed(ws)
 
     if not wait_for([ws.team_dir(TEAM), ws.tasks_dir(TEAM)], finished, timeout):
         raise TeamdError(f"the team did not finish within {timeout:g}s")
 
 
-def _summary(ws: Workspace, root: Path) -> None:
+def _all_completed(ws: Workspace, at_least: int = 1) -> bool:
+    tasks = board.list_tasks(ws, TEAM)
+    return len(tasks) >= at_least and all(t["status"] == "completed" for t in tasks)
+
+
+def _teammates_gone(ws: Workspace) -> bool:
+    members = [m for m in roster.load(ws, TEAM)["members"] if m.get("kind") != "lead"]
+    return bool(members) and all(m["desired"] == "stopped" and not roster.is_live(m)
+                                 for m in members)
+
+
+def _lead_story(ws: Workspace, daemon: subprocess.Popen[bytes], printer: EventPrinter,
+                timeout: float) -> None:
+    """The LLM lead runs the show; the person (`user`) says one thing to it on the way,
+    and stops the lead once it has shut its team down."""
+    _watch(ws, daemon, printer, timeout, lambda: board.list_tasks(ws, TEAM))
+    printer.flush()
+    note = actions.send(ws, TEAM, LEAD, USER_NOTE)  # as the person: `user`
+    print(f"\n(you, as {note['sender']}: teamctl send {TEAM} {LEAD} \"{USER_NOTE}\")\n",
+          flush=True)
+    _watch(ws, daemon, printer, timeout, lambda: _all_completed(ws, len(TASKS)))
+    print("\nAll tasks completed; the lead shuts its team down.", flush=True)
+    try:
+        _watch(ws, daemon, printer, 120, lambda: _teammates_gone(ws))
+    except TeamdError:
+        print("(the lead left some teammates up: shutting them down as user)")
+        for m in roster.load(ws, TEAM)["members"]:
+            if m["name"] != LEAD and m["desired"] == "running":
+                actions.shutdown(ws, TEAM, m["name"], reason="the migration is done")
+    # an LLM lead takes no shutdown request: the person stops it (`teamctl stop --force`)
+    actions.stop(ws, TEAM, LEAD)
+
+
+def _summary(ws: Workspace, root: Path, lead: bool = False) -> None:
     rel = os.path.relpath(root)
+    if lead:
+        mail = inbox.peek(ws, TEAM, USER)
+        if mail:
+            print(f"\nThe lead wrote to you ({rel}/.teams/{TEAM}/user_inbox.jsonl; "
+                  f"`teamctl --root {rel} inbox {TEAM}` reads and clears it):")
+            for m in mail:
+                print(f"  {m['sender']} → {m['recipient']}: {m['content']}")
     print(f"\nDone. Everything the team did is in plain files under {rel}:")
     print(f"  {rel}/.teams/{TEAM}/config.json        the roster")
     print(f"  {rel}/.teams/{TEAM}/events.jsonl       the journal of everything that happened")

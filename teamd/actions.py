@@ -16,7 +16,7 @@ from typing import Any
 from teamd import board, events, files, inbox, permissions, pidfile, requests, roster, worktrees
 from teamd.errors import BadInput, TeamdError
 from teamd.files import Json
-from teamd.layout import LEAD, SUPERVISOR, Workspace, validate_member_name, validate_name
+from teamd.layout import LEAD, SUPERVISOR, USER, Workspace, validate_member_name, validate_name
 
 #: message types that still land while a team is being deleted (its winding-down)
 WINDING_DOWN = ("shutdown_response", "idle_notification", "member_failed")
@@ -132,6 +132,11 @@ def spawn(ws: Workspace, team: str, name: str, prompt: str, *, role: str = "",
 
 # -- messages ----------------------------------------------------------------------------
 def _check_party(config: Json, name: str, what: str) -> None:
+    if name == USER:
+        if not roster.has_llm_lead(config):
+            raise BadInput(f"unknown {what} {name!r} in team {config['name']!r}: 'user' is "
+                           "the person beside an LLM lead, and this team has none")
+        return
     if name in (LEAD, SUPERVISOR) and what == "sender":
         return
     if name == LEAD:
@@ -142,15 +147,19 @@ def _check_party(config: Json, name: str, what: str) -> None:
 
 
 def send(ws: Workspace, team: str, recipient: str, content: str, *, type_: str = "message",
-         sender: str = LEAD, request_id: str | None = None, approve: bool | None = None,
-         reason: str | None = None, feedback: str | None = None,
-         summary: str | None = None) -> Json:
-    """Send one message; protocol types also open or answer their request record."""
-    validate_name(sender, "sender")
+         sender: str | None = None, request_id: str | None = None,
+         approve: bool | None = None, reason: str | None = None,
+         feedback: str | None = None, summary: str | None = None) -> Json:
+    """Send one message; protocol types also open or answer their request record.
+    `sender` defaults to the person (`lead`, or `user` beside an LLM lead)."""
+    if sender is not None:
+        validate_name(sender, "sender")
     validate_name(recipient, "recipient")
     if type_ == "broadcast":
         return broadcast(ws, team, content, sender=sender, summary=summary)[0]
     config = require_team(ws, team, accepting=type_ not in WINDING_DOWN)
+    me = roster.person(config)
+    sender = sender or me
     _check_party(config, sender, "sender")
     _check_party(config, recipient, "recipient")
     if sender == recipient:
@@ -169,9 +178,10 @@ def send(ws: Workspace, team: str, recipient: str, content: str, *, type_: str =
                            f"{recipient} to {sender}")
         return answer_request(ws, team, request_id, approve, feedback or reason)
     if type_ == "shutdown_request":
-        if sender != LEAD:
-            raise BadInput("only the lead sends shutdown_request")
-        return shutdown(ws, team, recipient, reason=reason or content)["message"]
+        if sender not in (LEAD, me):
+            raise BadInput(f"only the lead or the person ({me}) sends shutdown_request")
+        return shutdown(ws, team, recipient, reason=reason or content,
+                        sender=sender)["message"]
     if type_ in ("shutdown_response", "plan_approval_response"):
         if not request_id:
             raise BadInput(f"{type_} needs --request-id")
@@ -181,7 +191,9 @@ def send(ws: Workspace, team: str, recipient: str, content: str, *, type_: str =
         record = requests.get(ws, team, request_id)
         if record["kind"] != kind:
             raise BadInput(f"request {request_id!r} is a {record['kind']} request")
-        if (record["recipient"], record["sender"]) != (sender, recipient):
+        # a plan goes to the lead, and the person may answer it too (CONTRACT §3)
+        answerers = {record["recipient"], *((me,) if kind == "plan_approval" else ())}
+        if sender not in answerers or recipient != record["sender"]:
             raise BadInput(f"request {request_id!r} was sent by {record['sender']} to "
                            f"{record['recipient']}; only {record['recipient']} answers it, "
                            f"to {record['sender']}")
@@ -211,11 +223,14 @@ def send(ws: Workspace, team: str, recipient: str, content: str, *, type_: str =
     return msg
 
 
-def broadcast(ws: Workspace, team: str, content: str, *, sender: str = LEAD,
+def broadcast(ws: Workspace, team: str, content: str, *, sender: str | None = None,
               summary: str | None = None) -> list[Json]:
-    """One copy per running member and the lead, except the sender; same id on each."""
-    validate_name(sender, "sender")
+    """One copy per running member and the lead, except the sender; same id on each.
+    `sender` defaults to the person."""
+    if sender is not None:
+        validate_name(sender, "sender")
     config = require_team(ws, team, accepting=True)
+    sender = sender or roster.person(config)
     _check_party(config, sender, "sender")
     inbox.check_content(content)
     targets = [m["name"] for m in config["members"] if m.get("desired") == "running"]
@@ -232,8 +247,9 @@ def broadcast(ws: Workspace, team: str, content: str, *, sender: str = LEAD,
 
 # -- shutdown, stop, restart -------------------------------------------------------------
 def shutdown(ws: Workspace, team: str, name: str, *, reason: str = "",
-             sender: str = LEAD) -> Json:
+             sender: str | None = None) -> Json:
     """Ask a member to shut down. A member with no live process is answered for at once.
+    `sender` (who hears the answer) defaults to the person.
 
     Returns {"request": record, "message": request message, "answered": bool}.
     """
@@ -242,6 +258,7 @@ def shutdown(ws: Workspace, team: str, name: str, *, reason: str = "",
     if name == LEAD:
         raise BadInput("the lead is not shut down with a request; use `teamctl stop --force`")
     config = require_team(ws, team)
+    sender = sender or roster.person(config)
     member = roster.get(config, name)
     if member["desired"] == "stopped" and member["status"] == "shutdown":
         raise BadInput(f"{name!r} is already shut down")
@@ -296,6 +313,45 @@ def _open_shutdown(ws: Workspace, team: str, name: str, reason: str, sender: str
     msg = inbox.make("shutdown_request", sender, name, reason or "Please shut down.",
                      request_id=record["request_id"], reason=reason)
     return record, msg
+
+
+def approve_shutdown(ws: Workspace, team: str, name: str, request_id: str, *, reason: str,
+                     content: str | None = None, summary: str | None = None,
+                     pid: int | None = None) -> Json:
+    """Member `name` approves a shutdown request made to it, in one roster-locked step:
+    `desired=stopped` and `status=stopping` written first, then the record answered, then
+    the `shutdown_response` appended to the inbox of whoever asked. A crash at any point
+    leaves no asker told "approved" while the roster still wants the member running
+    (`desired=stopped` alone is carried out by teamd). The roster is written only while
+    `pid` is the member's recorded process (a stale process leaves it alone; CONTRACT §4).
+    Returns the response message."""
+    record = requests.get(ws, team, request_id)
+    if record["kind"] != "shutdown":
+        raise BadInput(f"request {request_id!r} is a {record['kind']} request")
+    if record["recipient"] != name:
+        raise BadInput(f"request {request_id!r} was sent to {record['recipient']}; "
+                       "only they answer it")
+    msg = inbox.make("shutdown_response", name, record["sender"],
+                     content or f"{name} is shutting down", request_id=request_id,
+                     approve=True, reason=reason, summary=summary)
+    moved: list[tuple[str, str] | None] = [None]
+    with roster.held(ws, team) as config:  # lock order: roster → request → inbox → events
+        member = roster.find(config, name)
+
+        def stop_first(_: Json) -> None:
+            if member is None or (pid is not None and member.get("pid") != pid):
+                return
+            wanted = member["desired"] != "stopped"
+            member["desired"] = "stopped"
+            moved[0] = roster.set_status(member, "stopping")
+            if wanted or moved[0] is not None:
+                roster.save(ws, team, config)
+
+        requests.answer(ws, team, request_id, True, reason=reason, expect_kind="shutdown",
+                        before_write=stop_first)
+        inbox.deliver(ws, team, [msg])
+    events.status_changed(ws, team, name, moved[0])
+    return msg
 
 
 def stop(ws: Workspace, team: str, name: str) -> Json:
@@ -431,19 +487,22 @@ def add_task(ws: Workspace, team: str, subject: str, description: str = "",
 
 # -- plans and permissions ---------------------------------------------------------------
 def answer_plan(ws: Workspace, team: str, request_id: str, approve: bool,
-                feedback: str | None = None) -> Json:
+                feedback: str | None = None, sender: str | None = None) -> Json:
     """Approve or reject a plan request; the member learns it from its inbox."""
-    return answer_request(ws, team, request_id, approve, feedback, only="plan_approval")
+    return answer_request(ws, team, request_id, approve, feedback, only="plan_approval",
+                          sender=sender)
 
 
 def answer_request(ws: Workspace, team: str, request_id: str, approve: bool,
                    feedback: str | None = None, *, always: bool = False,
-                   only: str | None = None) -> Json:
+                   only: str | None = None, sender: str | None = None) -> Json:
     """Approve or reject a plan or permission request (`teamctl approve`/`reject`, the
     lead's SendMessage): compare-and-set on the record, then the response into the
     member's inbox. `always` (permissions only) also allows the exact call from now on.
+    `sender` (who answers) defaults to the person: `lead`, or `user` beside an LLM lead.
     Returns the response message."""
-    require_team(ws, team)
+    config = require_team(ws, team)
+    sender = sender or roster.person(config)
     record = requests.get(ws, team, request_id)
     kind = record["kind"]
     if only is not None and kind != only:
@@ -469,7 +528,7 @@ def answer_request(ws: Workspace, team: str, request_id: str, approve: bool,
     record = requests.answer(ws, team, request_id, approve, feedback=feedback)
     if always and approve:
         permissions.add_always(ws, team, record["tool"], record.get("argument") or "")
-    msg = inbox.make(type_, record["recipient"], record["sender"], text,
+    msg = inbox.make(type_, sender, record["sender"], text,
                      request_id=request_id, approve=approve, feedback=feedback)
     inbox.deliver(ws, team, [msg])
     return msg

@@ -17,6 +17,7 @@ from teamd.errors import BadInput
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,47}$")
 LEAD = "lead"
 SUPERVISOR = "teamd"  # reserved: the supervisor's name as a sender
+USER = "user"  # reserved: the person at teamctl in a team with an LLM lead (CONTRACT §2)
 ROOT_ENV = "TEAMD_ROOT"
 #: the {ts} of `.teams/.archive/{team}-{ts}/`: local time, YYYYmmddTHHMMSS.ffffff
 ARCHIVE_TS_RE = re.compile(r"\d{8}T\d{6}\.\d{6}")
@@ -37,6 +38,8 @@ def validate_member_name(name: str) -> str:
     validate_name(name, "member name")
     if name == SUPERVISOR:
         raise BadInput(f"member name {name!r} is reserved for the supervisor")
+    if name == USER:
+        raise BadInput(f"member name {name!r} is reserved for the person at teamctl")
     return name
 
 

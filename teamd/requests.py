@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import secrets
 import time
+from collections.abc import Callable
 
 from teamd import events, files
 from teamd.errors import BadInput
@@ -57,8 +58,13 @@ def get(ws: Workspace, team: str, request_id: str) -> Json:
 
 def answer(ws: Workspace, team: str, request_id: str, approve: bool, *,
            reason: str | None = None, feedback: str | None = None,
-           expect_kind: str | None = None) -> Json:
-    """Resolve a pending request; BadInput if it is unknown, of another kind, or answered."""
+           expect_kind: str | None = None,
+           before_write: Callable[[Json], None] | None = None) -> Json:
+    """Resolve a pending request; BadInput if it is unknown, of another kind, or answered.
+
+    `before_write(record)` runs under the record's lock once the answer is accepted and
+    before the record says so: a write that must be on disk first (the roster of a member
+    approving its own shutdown) goes there."""
     path = ws.request(team, request_id)
     if not path.parent.is_dir():
         raise BadInput(f"unknown request {request_id!r} in team {team!r}")
@@ -69,6 +75,8 @@ def answer(ws: Workspace, team: str, request_id: str, approve: bool, *,
                            f"not {expect_kind}")
         if record["status"] != "pending":
             raise BadInput(f"request {request_id!r} was already {record['status']}")
+        if before_write is not None:
+            before_write(record)
         record["status"] = "approved" if approve else "rejected"
         record["resolved_at"] = time.time()
         if reason is not None:

@@ -17,7 +17,7 @@ import psutil
 from teamd import files
 from teamd.errors import BadInput
 from teamd.files import Json
-from teamd.layout import Workspace
+from teamd.layout import LEAD, USER, Workspace
 
 COLORS = ("cyan", "yellow", "magenta", "green", "blue")
 STATUSES = ("pending", "starting", "active", "idle", "waiting", "sleeping", "stopping",
@@ -65,18 +65,29 @@ def load(ws: Workspace, team: str) -> Json:
 
 
 @contextmanager
-def locked(ws: Workspace, team: str) -> Iterator[Json]:
-    """Hold the roster lock; yield the roster; write it back (atomically) if it changed."""
+def held(ws: Workspace, team: str) -> Iterator[Json]:
+    """Hold the roster lock and yield the roster, written back only by `save`: for a step
+    that writes several files in an order of its own, the roster at a chosen point."""
     path = ws.config(team)
     if not path.parent.is_dir():
         raise unknown_team(ws, team)
     with files.lock(path):
-        config = load(ws, team)
+        yield load(ws, team)
+
+
+def save(ws: Workspace, team: str, config: Json) -> None:
+    """Write the roster (atomically); only while holding its lock (`held`, `locked`)."""
+    files.atomic_write_bytes(ws.config(team), files.dumps_doc(config))
+
+
+@contextmanager
+def locked(ws: Workspace, team: str) -> Iterator[Json]:
+    """Hold the roster lock; yield the roster; write it back (atomically) if it changed."""
+    with held(ws, team) as config:
         before = files.dumps_doc(config)
         yield config
-        after = files.dumps_doc(config)
-        if after != before:
-            files.atomic_write_bytes(path, after)
+        if files.dumps_doc(config) != before:
+            save(ws, team, config)
 
 
 def update(ws: Workspace, team: str, change: Callable[[Json], T]) -> T:
@@ -103,6 +114,18 @@ def get(config: Json, name: str) -> Json:
     if member is None:
         raise unknown_member(config, name)
     return member
+
+
+def has_llm_lead(config: Json) -> bool:
+    """Is an LLM lead (a member of kind `lead`) in the team? Then the person is `user`."""
+    lead = find(config, LEAD)
+    return lead is not None and lead.get("kind") == "lead"
+
+
+def person(config: Json) -> str:
+    """Who the person at `teamctl` is in this team (CONTRACT §2): `lead`, or `user` beside
+    an LLM lead. `teamctl` sends as the person and drains the person's inbox."""
+    return USER if has_llm_lead(config) else LEAD
 
 
 def names(config: Json) -> list[str]:

@@ -26,7 +26,7 @@ from teamd import settings as settings_mod
 from teamd.deprecations import lookup as model_deprecation
 from teamd.errors import TeamdError
 from teamd.files import Json
-from teamd.layout import LEAD, NAME_RE, SUPERVISOR, Workspace
+from teamd.layout import LEAD, NAME_RE, SUPERVISOR, USER, Workspace
 from teamd.notify import NOTIFY_ENV_KEYS, Notifier, format_status, scrub_child_env
 from teamd.proc import (
     EXIT_BOOT_ERROR,
@@ -403,11 +403,22 @@ class Supervisor:
         self.wake_at = at if self.wake_at is None else min(self.wake_at, at)
 
     def mark(self, team: str, name: str, status: str) -> None:
+        """Write `status` for a member with no process. A `shutdown` is re-checked against
+        `desired` under the roster lock: the reconcile's snapshot may predate a `restart`
+        that wants the member running again, which must not be undone."""
+        applied = False
+
         def change(config: Json) -> tuple[str, str] | None:
+            nonlocal applied
             m = roster.find(config, name)
-            return roster.set_status(m, status) if m else None
+            if m is None or (status == "shutdown" and m["desired"] != "stopped"):
+                return None
+            applied = True
+            return roster.set_status(m, status)
 
         moved = roster.update(self.ws, team, change)
+        if not applied:
+            return
         events.status_changed(self.ws, team, name, moved)
         if status == "shutdown":
             actions.release_tasks(self.ws, team, name)
@@ -626,6 +637,7 @@ class Supervisor:
                     m["last_error"] = (f"{describe_exit(code, sig)}; restart "
                                        f"{m['restarts']} in {outcome['delay']:g} s")
             outcome["moved"] = roster.set_status(m, new)
+            outcome["kind"] = m.get("kind", "teammate")
             outcome["status"] = new
             outcome["restarts"] = m["restarts"]
             events.emit(self.ws, team, "exited", member=name, code=code, signal=sig)
@@ -648,7 +660,9 @@ class Supervisor:
         if status == "failed":
             reason = outcome["reason"]
             events.emit(self.ws, team, "member_failed", member=name, reason=reason)
-            msg = inbox.make("member_failed", SUPERVISOR, LEAD,
+            # the lead hears of a failed member; of the LLM lead itself, the person does
+            told = USER if outcome["kind"] == "lead" else LEAD
+            msg = inbox.make("member_failed", SUPERVISOR, told,
                              f"{name} failed and will not be restarted ({reason}); "
                              f"`teamctl restart {team} {name}` starts it again",
                              member=name, reason=reason)

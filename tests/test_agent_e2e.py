@@ -336,6 +336,30 @@ def test_plan_mode_gate(ws: Workspace, server: ScriptedServer, workdir: Path) ->
         assert not any(b.get("is_error") for b in last_user(done)["content"])
 
 
+def test_a_member_with_a_plan_pending_claims_nothing(ws: Workspace, server: ScriptedServer,
+                                                    workdir: Path) -> None:
+    """CONTRACT §6: while a plan of its is pending a member claims nothing; the claimable
+    task waits for the approval."""
+    server.add_rule({"agent": "alice", "contains": "PLAN-PROMPT",
+                     "reply": {"content": [tool_use("SubmitPlan", plan="PLAN: do it")]}})
+    server.add_rule({"agent": "alice", "regex": r"<auto-claimed>Task #(?P<tid>\d+)",
+                     "reply": {"content": [tool_use("TaskUpdate", task_id="{int:tid}",
+                                                    status="completed")]}})
+    server.add_rule({"agent": "alice", "reply": {"content": "Waiting."}})
+    actions.create_team(ws, TEAM)
+    task = board.create(ws, TEAM, "Port the login page")  # claimable all along
+    actions.spawn(ws, TEAM, "alice", "PLAN-PROMPT build it", cwd=str(workdir), plan_mode=True)
+    with running_teamd(ws, server.url):
+        plan = wait_until(lambda: plan_requests(ws), T, "the plan request")[0]
+        lead_got(ws, lambda m: m["type"] == "idle_notification", "alice idle with the plan")
+        wait_status(ws, "alice", "idle")
+        teamctl(ws, "approve", TEAM, plan["request_id"])
+        wait_until(lambda: board.get(ws, TEAM, task["id"])["status"] == "completed", T,
+                   "the task to be done after the approval")
+    answered = requests.get(ws, TEAM, plan["request_id"])["resolved_at"]
+    assert board.get(ws, TEAM, task["id"])["claimed_at"] > answered
+
+
 # -- 6. kill -9 during a model call ------------------------------------------------------
 def inbox_ids_in_session(ws: Workspace, name: str) -> list[str]:
     return [m["id"] for r in files.read_jsonl(ws.session(TEAM, name)).records

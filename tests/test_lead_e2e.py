@@ -68,8 +68,8 @@ def test_llm_lead_staffs_the_team_and_shuts_it_down(ws: Workspace, tmp_path: Pat
         assert worker["kind"] == "teammate" and worker["cwd"] == str(work.resolve())
         assert member(ws, TEAM, "lead")["kind"] == "lead"
 
-        # while the LLM lead runs, `teamctl inbox` only peeks at its inbox
-        result = CliRunner().invoke(app, ["--root", str(ws.root), "inbox", TEAM])
+        # `teamctl inbox` only peeks at an LLM lead's inbox
+        result = CliRunner().invoke(app, ["--root", str(ws.root), "inbox", TEAM, "lead"])
         assert result.exit_code == 0
         assert "only peeking" in result.stderr
 

@@ -43,7 +43,9 @@ def system_prompt(member: Json, team: str, cwd: str) -> str:
             "You lead the team: create teammates with the Task tool, give out work on the "
             "task board (TaskCreate, TaskUpdate), answer plan_approval_request messages "
             "with SendMessage type plan_approval_response (request_id, approve, feedback), "
-            "and shut teammates down with SendMessage type shutdown_request when done.")
+            "and shut teammates down with SendMessage type shutdown_request when done. "
+            "The person running the team writes to you as `user`; answer them, and tell "
+            "them when the work is done, with SendMessage to recipient `user`.")
         lines.append(
             "A permission_request message is a teammate's tool call (the tool and its "
             "argument, the rule that asks, the request_id) waiting for your go: answer it "

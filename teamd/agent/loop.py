@@ -35,6 +35,7 @@ log = logging.getLogger(__name__)
 IDLE_HOOK_TURNS = 3  # <hook-feedback> turns in a row before a teammate goes idle anyway
 RETRY_FIRST = 1.0  # the first wait before retrying the model API; doubling to retry_max_wait
 TELL_LEAD_AFTER = 5  # failed tries in a row before the lead hears of retryable trouble
+PLAN_ANSWER_GRACE = 30.0  # s: an answer recorded this long ago whose message never came
 
 
 class Leave(Exception):
@@ -44,6 +45,8 @@ class Leave(Exception):
     def __init__(self, code: int) -> None:
         super().__init__(code)
         self.code = code
+
+
 #: back-off while the session cannot be written (a full disk): no model call meanwhile
 SESSION_RETRY_FIRST, SESSION_RETRY_MAX = 1.0, 30.0
 
@@ -266,7 +269,7 @@ class Member:
                 return None
             if claim and self.kind != "lead":
                 task = self.untold_task()
-                if task is None and not self.toolbox.plan_pending():
+                if task is None and not self.plan_pending():
                     # while a plan of its is pending a member claims nothing (CONTRACT §6)
                     task = board.claim(self.ws, self.team, self.name)
                 if task is not None:
@@ -316,6 +319,24 @@ class Member:
             self.watcher = Watcher([self.ws.team_dir(self.team), self.ws.tasks_dir(self.team)],
                                    interesting=interesting)
         return self.watcher
+
+    def plan_pending(self) -> bool:
+        """A plan of this member's awaits the lead: it claims nothing meanwhile (§6).
+
+        Pending as the member knows it: an answer is recorded before its message is
+        appended, so a claim made in between would reach the model in the same turn as a
+        rejection it has not read yet. An answered plan counts as pending until its
+        answer is in the session (or, should that message never come, for
+        PLAN_ANSWER_GRACE seconds)."""
+        if not self.toolbox.plan_mode_required:
+            return False
+        seen = {m.get("request_id") for r in self.session.records if r["type"] == "inbox"
+                for m in r["messages"] if m["type"] == "plan_approval_response"}
+        now = time.time()
+        return any(r["kind"] == "plan_approval" and r["sender"] == self.name and (
+            r["status"] == "pending" or (r["request_id"] not in seen and now - float(
+                r.get("resolved_at") or 0) < PLAN_ANSWER_GRACE))
+            for r in requests.list_requests(self.ws, self.team))
 
     def untold_task(self) -> Json | None:
         """An in-progress task this member owns that its conversation never heard of: a
@@ -460,16 +481,18 @@ class Member:
                                   if m["type"] == "shutdown_request" and m.get("request_id"))
 
     def approve_shutdown(self, request_id: str, why: str) -> int:
+        """The harness approves for the model; the answer goes to whoever asked."""
         try:
-            actions.send(self.ws, self.team, LEAD, f"{self.name} is shutting down",
-                         type_="shutdown_response", sender=self.name, request_id=request_id,
-                         approve=True, reason=why)
+            actions.approve_shutdown(self.ws, self.team, self.name, request_id, reason=why,
+                                     pid=os.getpid())
         except TeamdError as exc:  # answered already (e.g. by the model): still leave
             log.info("shutdown %s: %s", request_id, exc)
         return self.leave()
 
     def leave(self) -> int:
-        """Approved a shutdown: desired=stopped and status=stopping in one update, exit 0."""
+        """Approved a shutdown: desired=stopped and status=stopping (already written with
+        the approval by `actions.approve_shutdown`; again here for an approval that was
+        refused as answered already), then exit 0."""
         def change(config: Json) -> tuple[str, str] | None:
             m = roster.find(config, self.name)
             if m is None or m.get("pid") != os.getpid():

@@ -45,7 +45,7 @@ from teamd.agent.tools_files import (
 )
 from teamd.errors import TeamdError
 from teamd.files import Json
-from teamd.layout import LEAD, Workspace
+from teamd.layout import LEAD, USER, Workspace
 
 log = logging.getLogger(__name__)
 
@@ -143,13 +143,14 @@ TOOL_SPECS: dict[str, dict[str, Any]] = {s["name"]: s for s in (
           "blocked by, and subject.",
           {}, []),
     _spec("SendMessage",
-          "Send a message to a team member's inbox (the lead is `lead`). Types:\n"
+          "Send a message to a team member's inbox (the lead is `lead`; in a team with an "
+          "LLM lead, the person running the team is `user`). Types:\n"
           "- `message` (default): text to one member, named by `recipient`.\n"
           "- `broadcast`: the same text to every running member and the lead (`recipient` "
           "is ignored; use \"*\"). Use sparingly.\n"
           "- `shutdown_response`: your answer to a shutdown_request you received. Give "
-          "`request_id` from that request and `approve` true or false; `recipient` is who "
-          "asked (usually `lead`). Approving ends your work: this process stops after the "
+          "`request_id` from that request and `approve` true or false; the answer goes to "
+          "whoever asked. Approving ends your work: this process stops after the "
           "turn. To refuse, set approve false with a `reason`, then carry on.\n"
           "- `shutdown_request` (lead only): ask `recipient` to stop; `reason` says why. "
           "The answer arrives in your inbox.\n"
@@ -159,8 +160,8 @@ TOOL_SPECS: dict[str, dict[str, Any]] = {s["name"]: s for s in (
           "tool call that waits for your go) with its `request_id` and `approve`; "
           "`feedback` tells the teammate why when refusing.\n"
           "`summary` is an optional one-line gist for listings.",
-          {"recipient": {"type": "string", "description": "Member name, `lead`, or \"*\" "
-                                                          "for a broadcast."},
+          {"recipient": {"type": "string", "description": "Member name, `lead`, `user`, or "
+                                                          "\"*\" for a broadcast."},
            "content": {"type": "string", "description": "The message text."},
            # No enum: which types are allowed depends on the sender's kind, and the
            # handler's refusal says so, which an enum failure could not.
@@ -471,7 +472,7 @@ class Toolbox:
         rid = record["request_id"]
         if record.get("status", "pending") == "pending":
             # the LLM lead's own asks go to the person beside it (CONTRACT §11)
-            recipient = "user" if self.kind == "lead" else LEAD
+            recipient = USER if self.kind == "lead" else LEAD
             permissions.open_ask(self.ws, self.team, self.member, recipient, name, args,
                                  record["argument"], record["rule"], rid)
             assert self.waiter is not None
@@ -657,15 +658,21 @@ class Toolbox:
             assert request_id is not None and approve is not None
             if not approve and not (reason or content.strip()):
                 raise ToolError("refusing a shutdown needs a reason (why you must go on)")
-            msg = actions.send(self.ws, self.team, recipient, content, type_=type,
-                               sender=self.member, request_id=request_id, approve=approve,
-                               reason=reason if reason or approve else content,
-                               summary=summary)
             if approve:
+                # desired=stopped lands with the answer, in one roster-locked step
+                msg = actions.approve_shutdown(self.ws, self.team, self.member, request_id,
+                                               reason=reason or "approved", content=content,
+                                               summary=summary, pid=os.getpid())
                 self.shutdown_approved = True
                 self.shutdown_request_id = request_id
-                return (f"shutdown approved (request {request_id}); stop now: end your turn "
-                        "without further tool calls and this process exits")
+                return (f"shutdown approved (request {request_id}, {msg['recipient']} was "
+                        "told); stop now: end your turn without further tool calls and this "
+                        "process exits")
+            # the answer goes back to whoever asked, whatever `recipient` the model named
+            asker = requests.get(self.ws, self.team, request_id)["sender"]
+            msg = actions.send(self.ws, self.team, asker, content, type_=type,
+                               sender=self.member, request_id=request_id, approve=approve,
+                               reason=reason or content, summary=summary)
             return f"shutdown refused (request {request_id}); {msg['recipient']} was told why"
         msg = actions.send(self.ws, self.team, recipient, content, type_=type,
                            sender=self.member, summary=summary)
@@ -682,11 +689,12 @@ class Toolbox:
         text = feedback if feedback is not None else (content.strip() or None)
         if not approve and not text:
             raise ToolError("rejecting a plan needs feedback saying what to change")
-        actions.answer_plan(self.ws, self.team, request_id, approve, feedback=text)
+        actions.answer_plan(self.ws, self.team, request_id, approve, feedback=text,
+                            sender=self.member)
         verdict = "approved" if approve else "rejected"
         return f"plan {request_id} from {record['sender']} {verdict}; they were told"
 
-    def plan_pending(self) -> str | None:
+    def pending_plan_id(self) -> str | None:
         """The id of this member's plan request still awaiting the lead, or None. One
         file read while a plan is pending; nothing at all once it is answered."""
         if not self._pending_plan_known:
@@ -718,13 +726,14 @@ class Toolbox:
         if not approve and not text:
             raise ToolError("refusing a permission needs feedback saying why (or what to do "
                             "instead)")
-        actions.answer_request(self.ws, self.team, request_id, approve, feedback=text)
+        actions.answer_request(self.ws, self.team, request_id, approve, feedback=text,
+                               sender=self.member)
         verdict = "approved" if approve else "refused"
         return (f"{permissions.describe(record)} {verdict} for {record['sender']} "
                 f"(request {request_id}); they were told")
 
     def _tool_SubmitPlan(self, plan: str) -> str:
-        pending = self.plan_pending()
+        pending = self.pending_plan_id()
         if pending is not None:
             # one plan at a time (CONTRACT §6): a second would race the lead's answer
             raise ToolError(f"your plan {pending} is still waiting for the lead's answer; "

@@ -22,8 +22,8 @@ from teamd.scripted.server import ScriptedServer
 __all__ = [
     "Decision",
     "ErrorSpec",
-    "PromptCache",
     "Identity",
+    "PromptCache",
     "RequestView",
     "Rule",
     "Scenario",

@@ -5,8 +5,8 @@ shapes the `anthropic` SDK parses) and `/v1/messages/count_tokens`, error replie
 retry headers, the control endpoints (`GET /_health`, `GET /_requests`,
 `GET|POST /_scenario`), the record of every request (in memory and as a JSONL log) and
 `ScriptedServer`, the object tests hold. A reply's usage splits the input into cache reads
-and writes for requests with `cache_control` breakpoints (`teamd.scripted.cache`). Which answer a request gets is decided in
-`teamd.scripted.scenario`.
+and writes for requests with `cache_control` breakpoints (`teamd.scripted.cache`). Which
+answer a request gets is decided in `teamd.scripted.scenario`.
 """
 
 from __future__ import annotations

@@ -112,14 +112,15 @@ def figure(label: str, unit: str, values: list[float], *, p99: bool = False,
 
 
 def row(key: str, title: str, what: str, ours: Figure | None, baseline: Figure | None = None,
-        *, better: str = "lower", note: str = "") -> Row:
-    """One line of the table: our figure next to the baseline measured in the same run."""
+        *, better: str = "lower", note: str = "", compare: bool = True) -> Row:
+    """One line of the table: our figure next to the baseline measured in the same run
+    (`compare=False` when the two measured different things, e.g. different counts)."""
     ratio = None
-    if ours and baseline and ours.get("headline") and baseline.get("headline"):
+    if compare and ours and baseline and ours.get("headline") and baseline.get("headline"):
         a, b = float(ours["headline"]), float(baseline["headline"])
         ratio = b / a if better == "lower" else a / b
     return {"key": key, "title": title, "what": what, "ours": ours, "baseline": baseline,
-            "better": better, "ratio": ratio, "note": note}
+            "better": better, "ratio": ratio, "compare": compare, "note": note}
 
 
 def not_measured(key: str, title: str, why: str, note: str = "not yet measured") -> Row:
@@ -171,6 +172,8 @@ def ratio_cell(r: Row) -> str:
     """How ours compares with the baseline, in words that do not depend on which way is
     better: "ours 120× lower" (latency, memory) or "ours 9.9× higher" (throughput)."""
     ours, base = r.get("ours") or {}, r.get("baseline") or {}
+    if not r.get("compare", True):
+        return "— (not like for like)"
     if r["ratio"] is None:
         if ours.get("headline") == 0 and base.get("headline"):
             return f"ours 0 vs {fmt(base['headline'])}"

@@ -138,7 +138,8 @@ def render(results: dict[str, Any]) -> str:
     notes = []
     for bench in results["benchmarks"]:
         if bench["status"] != "ok" and not bench["rows"]:
-            lines.append(f"| {bench['title']} | {bench['status']}: {bench['error']} | — | — |")
+            lines.append(f"| {bench['title']} | {bench['status']}: {bench['error'][:300]} | — "
+                         "| — |")
             continue
         for r in bench["rows"]:
             if r["ours"] is None and r["baseline"] is None:

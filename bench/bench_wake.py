@@ -1,128 +1,159 @@
 #!/usr/bin/env python3
-"""Wake latency of an idle teammate (issue 4's benchmark).
+"""Delivery latency: a line in an idle teammate's inbox → its request at the model server.
 
-From the moment a message line has landed in an idle teammate's inbox (the append
-returned, fsynced) until the scripted model server receives the request carrying that
-message. One teammate under a real `teamd run`, the real `anthropic` SDK over real HTTP,
-on the ordinary disk (a temporary root under the current directory, not tmpfs) with every
-fsync the contract asks for. Prints p50/p90/p99/max in milliseconds.
+Ours: one teammate forked by a real `teamd run`, idle (blocked on inotify); each message is
+appended to its inbox (locked, fsynced) and timed from the moment it has landed until the
+scripted server receives the request carrying it (real `anthropic` SDK, real HTTP). The next
+message goes only once the teammate is idle again.
 
-    python bench/bench_wake.py [--sends 200] [--keep]
+Baseline: seed-design teammates (`bench/baselines/seed_member.py`), each polling its inbox
+every second; each message is written at a random moment of the poll cycle by the seeds'
+lock-file write, timed the same way.
+
+Also: `teamctl send` → request at the model, the whole command (start of the process to the
+request), same idle teammate.
+
+    python bench/bench_wake.py [--quick]
 """
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
-import shutil
+import random
 import statistics
+import subprocess
 import sys
-import tempfile
+import threading
 import time
 import uuid
 from functools import partial
 from pathlib import Path
-from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.common import fs_type, percentile  # noqa: E402
-from teamd import actions, files, roster  # noqa: E402
-from teamd.layout import Workspace  # noqa: E402
-from teamd.scripted import ScriptedServer  # noqa: E402
-from tests.harness import running_teamd, wait_until  # noqa: E402
+from bench.baselines.seed_inbox import write_to_inbox
+from bench.common import Context, Row, figure, row
+from bench.lab import TEAM, TEAMCTL, Lab, carries, is_from
+from teamd.layout import LEAD
+from tests.harness import wait_until
 
-TEAM, NAME = "bench", "sleeper"
-TARGET_P50, TARGET_P99 = 5.0, 50.0
-
-
-def landed_times() -> dict[str, float]:
-    """Wrap the JSONL append so the bench knows when each inbox line has landed."""
-    landed: dict[str, float] = {}
-    original = files.append_jsonl
-
-    def append(path: Path, records: Any, **kw: Any) -> None:
-        records = list(records)
-        original(path, records, **kw)
-        if path.name.endswith("_inbox.jsonl"):
-            now = time.time()
-            for r in records:
-                landed.setdefault(r["id"], now)
-
-    files.append_jsonl = append
-    return landed
+NAME = "wake"
+TITLE = "delivery latency (wake path vs 1 s polling) and teamctl send"
+LIMIT = (240.0, 45.0)
+POLL = 1.0  # the seeds' idle loop sleeps a second between looks
+MEMBER = "sleeper"
 
 
-def status(ws: Workspace) -> str:
-    return str(roster.get(roster.load(ws, TEAM), NAME)["status"])
+def measure_ours(lab: Lab, ctx: Context, sends: int) -> list[float]:
+    lat: list[float] = []
+    for i in range(sends):
+        if ctx.expired():
+            break
+        text = f"bench-{i}-{uuid.uuid4().hex}"
+        since = len(lab.server.requests)
+        done = lab.turns_done(MEMBER)
+        _, landed = lab.send(MEMBER, text)
+        rec = lab.server.wait_for(partial(carries, text=text), 10, since=since)
+        lat.append((rec["received_at"] - landed) * 1000)
+        # idle again after answering (the roster may still say idle from before while the
+        # request is on its way)
+        wait_until(partial(lab.idle_after, MEMBER, done), 10, "idle again", interval=0.001)
+        if (i + 1) % 50 == 0:
+            ctx.progress(f"wake path {i + 1}/{sends}")
+    return lat
 
 
-def turns_done(ws: Workspace) -> int:
-    """Output tokens so far: they grow once per finished model call (the teammate adds
-    them to the roster after each reply, before it goes idle)."""
-    return int(roster.get(roster.load(ws, TEAM), NAME)["usage"]["output_tokens"])
+def measure_teamctl(lab: Lab, ctx: Context, sends: int) -> tuple[list[float], list[float]]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TEAMD_", "ANTHROPIC_"))}
+    lat: list[float] = []
+    own: list[float] = []
+    for i in range(sends):
+        if ctx.expired():
+            break
+        text = f"cli-{i}-{uuid.uuid4().hex}"
+        since = len(lab.server.requests)
+        done = lab.turns_done(MEMBER)
+        start = time.time()
+        subprocess.run([str(TEAMCTL), "--root", str(lab.root), "send", TEAM, MEMBER, text],
+                       check=True, capture_output=True, env=env)
+        own.append((time.time() - start) * 1000)
+        rec = lab.server.wait_for(partial(carries, text=text), 10, since=since)
+        lat.append((rec["received_at"] - start) * 1000)
+        wait_until(partial(lab.idle_after, MEMBER, done), 10, "idle again", interval=0.001)
+    return lat, own
 
 
-def carries(record: dict[str, Any], text: str) -> bool:
-    """Does the request's last user turn (its new input) carry `text`?"""
-    return text in json.dumps(record["body"]["messages"][-1]["content"])
+def measure_seeds(lab: Lab, ctx: Context, members: int, per_member: int) -> list[float]:
+    """Members poll independently, so they are measured side by side: each thread sends to
+    its own member at a random moment of its poll cycle and waits for the request."""
+    names = [f"seed{i:02d}" for i in range(members)]
+    since = len(lab.server.requests)
+    for name in names:
+        lab.start_seed(name)
+    for name in names:
+        lab.server.wait_for(partial(is_from, name), max(30.0, ctx.left()), since=since)
+    lat: list[float] = []
+    lock = threading.Lock()
+
+    def cycle(name: str) -> None:
+        rng = random.Random(name)
+        for i in range(per_member):
+            if ctx.expired():
+                return
+            time.sleep(rng.uniform(0, POLL))  # land anywhere in the poll cycle
+            text = f"seed-{name}-{i}-{uuid.uuid4().hex}"
+            since = len(lab.server.requests)
+            msg = {"type": "message", "sender": LEAD, "content": text,
+                   "timestamp": time.time()}
+            write_to_inbox(lab.seed_inbox(name), msg, fsync=True)
+            landed = time.time()
+            rec = lab.server.wait_for(partial(carries, text=text), 10, since=since)
+            with lock:
+                lat.append((rec["received_at"] - landed) * 1000)
+
+    threads = [threading.Thread(target=cycle, args=(n,), daemon=True) for n in names]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    lab.stop_seeds()
+    return lat
 
 
-def idle_after(ws: Workspace, done_before: int) -> bool:
-    m = roster.get(roster.load(ws, TEAM), NAME)
-    return m["status"] == "idle" and int(m["usage"]["output_tokens"]) > done_before
-
-
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--sends", type=int, default=200)
-    ap.add_argument("--keep", action="store_true", help="keep the temporary workspace")
-    args = ap.parse_args()
-
-    tmp = Path(tempfile.mkdtemp(prefix=".bench-wake-", dir=Path.cwd()))
-    if fs_type(tmp) in ("tmpfs", "ramfs"):
-        print(f"warning: {tmp} is on {fs_type(tmp)}; run from a folder on the ordinary disk",
-              file=sys.stderr)
-    root = tmp / "ws"
-    root.mkdir()
-    ws = Workspace.at(root)
-    for key in ("ANTHROPIC_API_KEY", "NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID"):
-        os.environ.pop(key, None)
-    landed = landed_times()
-    try:
-        with ScriptedServer({"rules": []}) as server:
-            actions.create_team(ws, TEAM)
-            actions.spawn(ws, TEAM, NAME, "Answer messages.", cwd=str(tmp))
-            with running_teamd(ws, server.url, idle_timeout=3600):
-                wait_until(lambda: status(ws) == "idle", 30, "the teammate to go idle")
-                lat: list[float] = []
-                for i in range(args.sends):
-                    text = f"bench-{i}-{uuid.uuid4().hex}"
-                    since = len(server.requests)
-                    done = turns_done(ws)
-                    msg = actions.send(ws, TEAM, NAME, text)
-                    rec = server.wait_for(partial(carries, text=text), 10, since=since)
-                    lat.append((rec["received_at"] - landed[msg["id"]]) * 1000)
-                    # idle again after answering this message (the roster may still say
-                    # idle from before while the request is on its way)
-                    wait_until(partial(idle_after, ws, done), 10, "idle again",
-                               interval=0.001)
-        load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
-        print(f"wake latency, {len(lat)} sends, root {tmp} ({fs_type(tmp)}), "
-              f"{os.cpu_count()} CPUs, load average {load}:")
-        print(f"  p50 {percentile(lat, 50):.2f} ms  p90 {percentile(lat, 90):.2f} ms  "
-              f"p99 {percentile(lat, 99):.2f} ms  max {max(lat):.2f} ms  "
-              f"mean {statistics.fmean(lat):.2f} ms")
-        ok = percentile(lat, 50) < TARGET_P50 and percentile(lat, 99) < TARGET_P99
-        print(f"  targets p50 < {TARGET_P50:g} ms, p99 < {TARGET_P99:g} ms: "
-              f"{'met' if ok else 'MISSED'}")
-        return 0 if ok else 1
-    finally:
-        if not args.keep:
-            shutil.rmtree(tmp, ignore_errors=True)
+def run(ctx: Context) -> list[Row]:
+    sends = ctx.n(200, 4)
+    with Lab(ctx) as lab:
+        lab.spawn(MEMBER, "Answer messages.")
+        lab.wait_idle([MEMBER], 60)
+        ctx.progress(f"wake path: {sends} sends to an idle teammate")
+        ours = measure_ours(lab, ctx, sends)
+        cli_runs = ctx.n(50, 2)
+        ctx.progress(f"teamctl send: {cli_runs} runs")
+        cli, own = measure_teamctl(lab, ctx, cli_runs)
+        members = ctx.n(10, 2)
+        per_member = max(1, sends // members // ctx.n(1, 2))
+        ctx.progress(f"1 s polling baseline: {members} seed teammates × {per_member}")
+        base = measure_seeds(lab, ctx, members, per_member)
+    delivery = row(
+        "delivery", "delivery latency, inbox line → request at the model server, idle "
+        "teammate", "From the moment the line has landed in the inbox (append returned, "
+        "fsynced) until the scripted server receives the request carrying it; the next line "
+        "goes once the teammate is idle again. Baseline: seed teammates polling every 1 s, "
+        "each line written by the seeds' lock-file write at a random moment of the cycle.",
+        figure("wake path", "ms", ours, p99=True),
+        figure("1 s polling loop", "ms", base, p99=True))
+    send = row(
+        "send", "`teamctl send` → request at the model", "The whole command: from starting "
+        "the `teamctl send` process to the request carrying the message at the server "
+        "(idle teammate, same as above). No baseline: the seeds have no CLI.",
+        figure("whole command", "ms", cli, p99=True,
+               detail=f"the command alone: median {statistics.median(own):.0f} ms"
+               if own else ""))
+    return [delivery, send]
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from bench.suite import standalone
+
+    sys.exit(standalone(sys.modules[__name__]))

@@ -445,3 +445,58 @@ def test_trickle_and_raw_are_checked(tmp_path: Path) -> None:
         Scenario.from_dict({"rules": [{"raw": 3}]})
     with pytest.raises(ValueError, match="exclude each other"):
         Scenario.from_dict({"rules": [{"raw": "x", "error": 500}]})
+
+
+# -- prompt caching ----------------------------------------------------------------------
+CACHED = {"type": "ephemeral"}
+LONG_SYSTEM = "You are a careful helper. " * 400  # ~2,500 tokens by the server's estimate
+
+
+def cached_turns(server: ScriptedServer, turns: int, *, breakpoints: bool = True) -> list[Any]:
+    """The usage of `turns` calls of one growing conversation, with breakpoints on the
+    system prompt and the conversation's tail (as teamd sends them) or without any."""
+    mark = {"cache_control": CACHED} if breakpoints else {}
+    usages = []
+    history: list[dict[str, Any]] = []
+    for n in range(turns):
+        history.append({"role": "user", "content": [{"type": "text", "text": f"turn {n} " * 50}]})
+        messages = [*history[:-1], {"role": "user", "content": [
+            {**history[-1]["content"][0], **mark}]}]
+        with client(server) as c:
+            msg = c.messages.create(model=MODEL, max_tokens=100, messages=messages,
+                                    system=[{"type": "text", "text": LONG_SYSTEM, **mark}])
+        usages.append(msg.usage)
+        history.append({"role": "assistant", "content": [
+            {"type": "text", "text": msg.content[0].text}]})
+    return usages
+
+
+def test_cache_breakpoints_write_then_read_the_shared_prefix(server: ScriptedServer) -> None:
+    first, second, third = cached_turns(server, 3)
+    # the first call writes everything up to its last breakpoint and reads nothing
+    assert first.cache_read_input_tokens == 0
+    assert first.cache_creation_input_tokens > len(LONG_SYSTEM) // 4
+    # each later call reads what the call before wrote (found by looking back from its
+    # new tail breakpoint) and writes only the turns added since
+    assert second.cache_read_input_tokens == first.cache_creation_input_tokens
+    assert 0 < second.cache_creation_input_tokens < first.cache_creation_input_tokens
+    assert third.cache_read_input_tokens == (second.cache_read_input_tokens
+                                             + second.cache_creation_input_tokens)
+    # the total is what it would be without caching: only its split differs
+    plain = ask(server, "", system=[{"type": "text", "text": LONG_SYSTEM}], messages=[
+        {"role": "user", "content": [{"type": "text", "text": "turn 0 " * 50}]}]).usage
+    assert plain.cache_read_input_tokens == plain.cache_creation_input_tokens == 0
+    total = first.input_tokens + first.cache_creation_input_tokens
+    # (give or take the two markers, which count in the server's 4-characters estimate)
+    marker = len(',"cache_control":{"type":"ephemeral"}')
+    assert 0 <= total - plain.input_tokens <= 2 * marker // 4 + 2
+
+
+def test_no_breakpoints_or_a_short_prefix_caches_nothing(server: ScriptedServer) -> None:
+    for usage in cached_turns(server, 2, breakpoints=False):
+        assert usage.cache_read_input_tokens == usage.cache_creation_input_tokens == 0
+    short = [{"role": "user", "content": [{"type": "text", "text": "hi",
+                                           "cache_control": CACHED}]}]
+    for _ in range(2):  # under the 1,024-token minimum: never cached, never read
+        usage = ask(server, "", messages=short).usage
+        assert usage.cache_read_input_tokens == usage.cache_creation_input_tokens == 0

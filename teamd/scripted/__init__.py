@@ -2,10 +2,12 @@
 
 Point the real `anthropic` SDK at it through `ANTHROPIC_BASE_URL` (or `base_url=`) and it
 answers from scenario rules over real HTTP. `scenario` owns the rule format and matching,
-`server` the HTTP side and request records, `__main__` the standalone process. Standard
+`server` the HTTP side and request records, `cache` the prompt-cache accounting a reply's
+usage reports, `__main__` the standalone process. Standard
 library only; it never imports `anthropic`.
 """
 
+from teamd.scripted.cache import PromptCache
 from teamd.scripted.scenario import (
     Decision,
     ErrorSpec,
@@ -21,6 +23,7 @@ __all__ = [
     "Decision",
     "ErrorSpec",
     "Identity",
+    "PromptCache",
     "RequestView",
     "Rule",
     "Scenario",

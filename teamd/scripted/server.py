@@ -4,8 +4,9 @@ This module owns the HTTP side: `POST /v1/messages` (plain JSON and SSE streamin
 shapes the `anthropic` SDK parses) and `/v1/messages/count_tokens`, error replies with
 retry headers, the control endpoints (`GET /_health`, `GET /_requests`,
 `GET|POST /_scenario`), the record of every request (in memory and as a JSONL log) and
-`ScriptedServer`, the object tests hold. Which answer a request gets is decided in
-`teamd.scripted.scenario`.
+`ScriptedServer`, the object tests hold. A reply's usage splits the input into cache reads
+and writes for requests with `cache_control` breakpoints (`teamd.scripted.cache`). Which
+answer a request gets is decided in `teamd.scripted.scenario`.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import json
 import logging
 import os
 import socket
+import sys
 import threading
 import time
 import uuid
@@ -23,6 +25,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any, cast
 
+from teamd.scripted.cache import PromptCache
 from teamd.scripted.scenario import ERROR_TYPES, Decision, ErrorSpec, RequestView, Rule, Scenario
 
 log = logging.getLogger(__name__)
@@ -70,8 +73,11 @@ def _validate(body: Any) -> str | None:
     return None
 
 
-def build_message(body: Mapping[str, Any], decision: Decision) -> dict[str, Any]:
-    """The Message object for a reply decision, with fresh ids and estimated usage."""
+def build_message(body: Mapping[str, Any], decision: Decision,
+                  cache: PromptCache | None = None) -> dict[str, Any]:
+    """The Message object for a reply decision, with fresh ids and estimated usage; with a
+    `cache`, the input splits into cache reads, cache writes and the rest as the API's
+    prompt caching would report it for the request's `cache_control` breakpoints."""
     content: list[dict[str, Any]] = []
     for block in decision.content:
         if block["type"] == "tool_use":
@@ -94,6 +100,14 @@ def build_message(body: Mapping[str, Any], decision: Decision) -> dict[str, Any]
         "cache_read_input_tokens": 0,
         "cache_creation_input_tokens": 0,
     }
+    cached = cache.usage(body) if cache is not None else None
+    if cached:
+        # the same total as without caching (compaction keys off it), split three ways
+        total = usage["input_tokens"]
+        read = min(cached["cache_read_input_tokens"], total)
+        written = min(cached["cache_creation_input_tokens"], total - read)
+        usage.update(input_tokens=total - read - written, cache_read_input_tokens=read,
+                     cache_creation_input_tokens=written)
     usage.update(decision.usage)
     return {
         "id": _new_id("msg"),
@@ -165,6 +179,15 @@ class _HTTPServer(ThreadingHTTPServer):
     # Handler threads are daemons and stop() cuts their sockets, so never join them.
     block_on_close = False
     owner: ScriptedServer
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # A client killed between keep-alive requests resets its connection: that is the
+        # client's business (tests and benchmarks end teammates on purpose), not a traceback.
+        exc = sys.exc_info()[1]
+        if isinstance(exc, ConnectionError):
+            log.debug("client %s went away: %s", client_address, exc)
+            return
+        super().handle_error(request, client_address)
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -243,7 +266,7 @@ class _Handler(BaseHTTPRequestHandler):
         view = replace(view, n=owner._count(view.agent, view.team))
         decision = owner.scenario.choose(view)
         plain = decision.error is None and decision.trickle is None and decision.raw is None
-        message = build_message(body, decision) if plain else None
+        message = build_message(body, decision, owner.cache) if plain else None
         status = decision.error.status if decision.error else 200
         # Recorded before any delay, so a test can see that a call is "in flight" while the
         # server is still sitting on the answer (kill-during-model-call tests need that).
@@ -411,6 +434,8 @@ class ScriptedServer:
         self._stopping = threading.Event()
         self._httpd: _HTTPServer | None = None
         self._thread: threading.Thread | None = None
+        # prompt caching, reported in each reply's usage (see teamd.scripted.cache)
+        self.cache = PromptCache()
 
     # -- lifecycle -------------------------------------------------------------------
 

@@ -1,0 +1,128 @@
+#!/usr/bin/env python3
+"""Prompt caching over a 20-turn session: the share of input read from cache, and the cost.
+
+One teammate under a real `teamd run` has a 20-call session: its first prompt, then 19
+messages of ~1.5 KB each, every one answered (~600 characters) before the next is sent. The
+scripted server accounts for prompt caching as the API does for the request's
+`cache_control` breakpoints (teamd.scripted.cache: the shared prefix read, the new part
+written, a 1,024-token minimum), and reports it in each reply's usage, which the teammate
+journals (`model_call` events). Baseline: the very same 20 requests with every
+`cache_control` removed, replayed through the `anthropic` SDK to a fresh scripted server.
+
+Cost at Sonnet-class prices: $3 per million input tokens, $15 output, cache writes 1.25×
+($3.75), cache reads 0.1× ($0.30). Tokens are the server's estimate (4 characters each).
+
+    python bench/bench_cache.py [--quick]
+"""
+
+from __future__ import annotations
+
+import sys
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import anthropic
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.common import Context, Row, figure, row
+from bench.lab import TEAM, Lab
+from teamd import files
+from teamd.scripted import ScriptedServer
+from tests.harness import wait_until
+
+NAME = "cache"
+TITLE = "prompt-cache share and cost of a 20-turn session (breakpoints vs none)"
+LIMIT = (120.0, 30.0)
+MEMBER = "writer"
+PRICE = {"input_tokens": 3.0, "output_tokens": 15.0, "cache_creation_input_tokens": 3.75,
+         "cache_read_input_tokens": 0.30}  # $ per million tokens
+KEYS = tuple(PRICE)
+SCENARIO = {"rules": [], "default": {"content": [
+    {"type": "text", "text": "Noted; I will look at it and report back. " * 14}]}}
+
+
+def cost(usage: dict[str, int]) -> float:
+    return sum(usage[k] * PRICE[k] for k in KEYS) / 1e6
+
+
+def strip(value: Any) -> Any:
+    """The request without any cache_control, everything else as it was."""
+    if isinstance(value, dict):
+        return {k: strip(v) for k, v in value.items() if k != "cache_control"}
+    if isinstance(value, list):
+        return [strip(v) for v in value]
+    return value
+
+
+def replay(bodies: list[dict[str, Any]]) -> list[dict[str, int]]:
+    usages = []
+    with ScriptedServer(SCENARIO) as server, anthropic.Anthropic(
+            base_url=server.url, api_key="bench-key", max_retries=0) as client:
+        for body in bodies:
+            usage = client.messages.create(**strip(body)).usage
+            usages.append({k: int(getattr(usage, k) or 0) for k in KEYS})
+    return usages
+
+
+def session(lab: Lab, ctx: Context, turns: int) -> list[dict[str, int]]:
+    lab.spawn(MEMBER, "You review changes for the team. " * 40)
+    lab.wait_idle([MEMBER], 60)
+    for i in range(1, turns):
+        done = lab.turns_done(MEMBER)
+        lab.send(MEMBER, f"Change {i} is ready for review:\n" + f"- line {i}: edited\n" * 80)
+        wait_until(partial(lab.idle_after, MEMBER, done), 30, "the answer", interval=0.005)
+    calls = [r for r in files.read_jsonl(lab.ws.events(TEAM)).records
+             if r.get("event") == "model_call" and r.get("member") == MEMBER]
+    return [{k: int(r.get(k) or 0) for k in KEYS} for r in calls]
+
+
+def run(ctx: Context) -> list[Row]:
+    turns = ctx.n(20, 3)
+    with Lab(ctx) as lab:
+        lab.server.set_scenario(SCENARIO)
+        ctx.progress(f"a {turns}-turn session with breakpoints")
+        ours = session(lab, ctx, turns)
+        bodies = [r["body"] for r in lab.server.requests if r["agent"] == MEMBER]
+    ctx.progress(f"replaying its {len(bodies)} requests without cache_control")
+    base = replay(bodies)
+
+    def total(usages: list[dict[str, int]]) -> dict[str, int]:
+        return {k: sum(u[k] for u in usages) for k in KEYS}
+
+    def share(u: dict[str, int]) -> float:
+        inp = u["input_tokens"] + u["cache_read_input_tokens"] + u["cache_creation_input_tokens"]
+        return 100.0 * u["cache_read_input_tokens"] / inp if inp else 0.0
+
+    t_ours, t_base = total(ours), total(base)
+    per_call = [share(u) for u in ours]
+
+    def tokens(t: dict[str, int]) -> str:
+        return (f"tokens: input {t['input_tokens']:,}, cache write "
+                f"{t['cache_creation_input_tokens']:,}, cache read "
+                f"{t['cache_read_input_tokens']:,}, output {t['output_tokens']:,}")
+
+    what = (f"One teammate's {len(ours)}-call session (first prompt + {turns - 1} messages of "
+            "~1.5 KB, each answered before the next); usage as the scripted server reports "
+            "it for the breakpoints teamd sets (system, tools, conversation tail), journalled "
+            "by the teammate. Baseline: the same requests without `cache_control`, replayed "
+            "to a fresh server. Prices: Sonnet-class $3/MTok input, $15/MTok output, cache "
+            "write 1.25× ($3.75), cache read 0.1× ($0.30); tokens are the server's estimate.")
+    return [
+        row("cache_share", f"prompt-cache share of input over a {len(ours)}-turn session",
+            what, figure("breakpoints", "% of input", [share(t_ours)],
+                         detail=f"per call: min {min(per_call):.0f} %, max "
+                         f"{max(per_call):.0f} %"),
+            figure("no cache_control", "% of input", [share(t_base)]), better="higher"),
+        row("cache_cost", f"cost of that {len(ours)}-turn session", what,
+            figure("breakpoints", "$", [cost(t_ours)], detail=tokens(t_ours)),
+            figure("no cache_control", "$", [cost(t_base)], detail=tokens(t_base))),
+    ]
+
+
+if __name__ == "__main__":
+    from bench.suite import standalone
+
+    sys.exit(standalone(sys.modules[__name__]))

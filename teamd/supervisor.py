@@ -53,64 +53,6 @@ RELEVANT_SUFFIXES = ("config.json", "_inbox.jsonl", ".highwatermark")
 SPACE_RETRY_FIRST, SPACE_RETRY_MAX = 1.0, 30.0
 
 
-WARM_REPLY: Json = {
-    "id": "msg_warm_up", "type": "message", "role": "assistant", "model": "warm-up",
-    "content": [{"type": "text", "text": "ok"},
-                {"type": "tool_use", "id": "toolu_warm_up", "name": "bash", "input": {}}],
-    "stop_reason": "tool_use", "stop_sequence": None,
-    "usage": {"input_tokens": 1, "output_tokens": 1}}
-
-
-def warm_sdk() -> None:
-    """Do the SDK's first-use work once, in the supervisor, so every fork shares it.
-
-    Importing anthropic is not all: its first client imports the HTTP stack (httpcore, h11,
-    truststore …), and its first call builds request transforms and the pydantic schemas of
-    the reply. Done in each teammate, that cost ~50 ms on the way to its first request and
-    ~8 MB of private memory apiece. Here one client is built and closed, and one call is
-    answered by an in-memory transport (no network, no thread; nothing of it is kept: each
-    teammate builds its own client). An optimisation only: any failure is logged and ignored.
-    """
-    chatty = [logging.getLogger(n) for n in ("httpx", "httpx2", "anthropic")]
-    levels = [logger.level for logger in chatty]
-    for logger in chatty:  # no "HTTP Request: POST http://warm-up.invalid" in teamd's log
-        logger.setLevel(logging.WARNING)
-    try:
-        import anthropic
-
-        try:
-            import httpx2 as httpx  # what the SDK uses from 2.x on
-        except ImportError:  # pragma: no cover - older SDKs
-            import httpx  # type: ignore[no-redef]
-
-        anthropic.Anthropic(api_key="warm-up").close()
-        transport = httpx.MockTransport(lambda request: httpx.Response(200, json=WARM_REPLY))
-        cache = {"type": "ephemeral"}
-        params: dict[str, Any] = dict(  # the shapes a teammate sends: caching, tools, results
-            model="warm-up", max_tokens=1,
-            system=[{"type": "text", "text": "warm-up", "cache_control": cache}],
-            tools=[{"name": "bash", "description": "warm-up", "cache_control": cache,
-                    "input_schema": {"type": "object", "properties": {}}}],
-            messages=[
-                {"role": "user", "content": [{"type": "text", "text": "warm-up"}]},
-                {"role": "assistant", "content": WARM_REPLY["content"]},
-                {"role": "user", "content": [
-                    {"type": "tool_result", "tool_use_id": "toolu_warm_up", "content": "ok",
-                     "is_error": False, "cache_control": cache}]}])
-        with anthropic.Anthropic(
-                api_key="warm-up", base_url="http://warm-up.invalid", max_retries=0,
-                http_client=anthropic.DefaultHttpxClient(transport=transport)) as client:
-            reply = client.messages.create(**params)
-            for block in reply.content:
-                block.model_dump(exclude_none=True)
-    except Exception as exc:
-        log.warning("could not warm up the anthropic SDK before forking (%s: %s); "
-                    "teammates will start slower", type(exc).__name__, exc)
-    finally:
-        for logger, level in zip(chatty, levels, strict=True):
-            logger.setLevel(level)
-
-
 @dataclass
 class Child:
     team: str
@@ -181,11 +123,10 @@ class Supervisor:
     def preload(self) -> None:
         """Import what every teammate needs once, here, so a fork starts warm; freeze the
         heap so the children's garbage collector leaves the shared pages alone."""
-        import anthropic  # noqa: F401
-
         import teamd.agent.loop  # noqa: F401
+        from teamd.agent import model
 
-        warm_sdk()
+        model.warm_up()
         gc.collect()
         gc.freeze()
 

@@ -181,6 +181,8 @@ def test_the_llm_leads_own_asks_go_to_the_person(ws: Workspace, tmp_path: Path) 
     actions.create_team(ws, "t")
     work = tmp_path / "work"
     work.mkdir()
+    # an LLM lead in the roster: the person beside it is `user`, who answers as `user`
+    actions.spawn(ws, "t", "lead", "Lead the team", lead=True, cwd=str(work))
     seen: list[str] = []
 
     def person_approves(request_id: str) -> dict[str, object]:

@@ -16,6 +16,7 @@ import json
 import logging
 import os
 import socket
+import ssl
 import threading
 import time
 import weakref
@@ -24,6 +25,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import anthropic
+
+try:
+    import httpx2 as httpx  # what the SDK uses from 2.x on
+except ImportError:  # pragma: no cover - older SDKs
+    import httpx  # type: ignore[no-redef]
 
 from teamd.files import Json
 
@@ -35,6 +41,8 @@ _RAW_BODY = "content" in inspect.signature(anthropic.Anthropic.post).parameters
 RETRYABLE_STATUSES = frozenset({408, 409, 429})
 # Answers that mean the API itself is saturated: the whole root backs off (ratelimit.json)
 SHARED_BACKOFF_STATUSES = frozenset({429, 529})
+# built once by `warm_up` in the supervisor, before it forks the teammates
+_TLS_CONTEXT: ssl.SSLContext | None = None
 
 
 class ModelUnavailable(Exception):
@@ -161,6 +169,13 @@ class Client:
     deadline: Deadline = field(default_factory=Deadline)
 
 
+def _http_client(**options: Any) -> Any:
+    """The SDK's HTTP client, with the TLS context `warm_up` built once before the fork."""
+    if _TLS_CONTEXT is not None:
+        options["verify"] = _TLS_CONTEXT
+    return anthropic.DefaultHttpxClient(**options)
+
+
 def make_client(api_timeout: float = 600.0) -> Client:
     """A client that never retries by itself, every call bounded by `api_timeout` s."""
     # ANTHROPIC_BASE_URL is read by the SDK itself; a missing key is an error the SDK
@@ -182,7 +197,7 @@ def make_client(api_timeout: float = 600.0) -> Client:
 
         request.extensions["trace"] = trace
 
-    http = anthropic.DefaultHttpxClient(event_hooks={"request": [on_request]})
+    http = _http_client(event_hooks={"request": [on_request]})
     sdk = anthropic.Anthropic(max_retries=0, timeout=anthropic.Timeout(api_timeout),
                               http_client=http,
                               api_key=os.environ.get("ANTHROPIC_API_KEY") or "missing")
@@ -313,3 +328,61 @@ def _plain(block: Json) -> Json:
         return {"type": "tool_use", "id": block["id"], "name": block["name"],
                 "input": block.get("input") or {}}
     return block
+
+
+WARM_REPLY: Json = {
+    "id": "msg_warm_up", "type": "message", "role": "assistant", "model": "warm-up",
+    "content": [{"type": "text", "text": "ok"},
+                {"type": "tool_use", "id": "toolu_warm_up", "name": "bash", "input": {}}],
+    "stop_reason": "tool_use", "stop_sequence": None,
+    "usage": {"input_tokens": 1, "output_tokens": 1}}
+
+
+def warm_up() -> None:
+    """Do the SDK's first-use work once, in the supervisor, so every fork shares it.
+
+    Importing anthropic is not all: its first client imports the HTTP stack (httpcore, h11,
+    truststore …), and its first call builds request transforms and the pydantic schemas of
+    the reply. Done in each teammate, that cost ~50 ms on the way to its first request and
+    ~8 MB of private memory apiece. Here one client is built and closed, and one call is
+    answered by an in-memory transport (no network, no thread; nothing of it is kept: each
+    teammate builds its own client). An optimisation only: any failure is logged and ignored.
+
+    The TLS context is built here too, and kept: loading the CA bundle takes 45-90 ms,
+    which every teammate's client would otherwise spend on its way to its first request
+    (even over plain HTTP). The context is inherited, copy-on-write, by every fork.
+    """
+    global _TLS_CONTEXT
+    chatty = [logging.getLogger(n) for n in ("httpx", "httpx2", "anthropic")]
+    levels = [logger.level for logger in chatty]
+    for logger in chatty:  # no "HTTP Request: POST http://warm-up.invalid" in teamd's log
+        logger.setLevel(logging.WARNING)
+    try:
+        _TLS_CONTEXT = httpx.create_ssl_context()  # as httpx would, trust store and env
+        anthropic.Anthropic(api_key="warm-up", http_client=_http_client()).close()
+        transport = httpx.MockTransport(lambda request: httpx.Response(200, json=WARM_REPLY))
+        cache = {"type": "ephemeral"}
+        params: dict[str, Any] = dict(  # the shapes a teammate sends: caching, tools, results
+            model="warm-up", max_tokens=1,
+            system=[{"type": "text", "text": "warm-up", "cache_control": cache}],
+            tools=[{"name": "bash", "description": "warm-up", "cache_control": cache,
+                    "input_schema": {"type": "object", "properties": {}}}],
+            messages=[
+                {"role": "user", "content": [{"type": "text", "text": "warm-up"}]},
+                {"role": "assistant", "content": WARM_REPLY["content"]},
+                {"role": "user", "content": [
+                    {"type": "tool_result", "tool_use_id": "toolu_warm_up", "content": "ok",
+                     "is_error": False, "cache_control": cache}]}])
+        with anthropic.Anthropic(
+                api_key="warm-up", base_url="http://warm-up.invalid", max_retries=0,
+                http_client=anthropic.DefaultHttpxClient(transport=transport)) as client:
+            reply = client.messages.create(**params)
+            for block in reply.content:
+                block.model_dump(exclude_none=True)
+    except Exception as exc:
+        _TLS_CONTEXT = None
+        log.warning("could not warm up the anthropic SDK before forking (%s: %s); "
+                    "teammates will start slower", type(exc).__name__, exc)
+    finally:
+        for logger, level in zip(chatty, levels, strict=True):
+            logger.setLevel(level)

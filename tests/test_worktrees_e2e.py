@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from teamd import actions, board, events, roster
+from teamd import actions, board, events, files, roster
 from teamd.layout import Workspace
 from teamd.scripted import ScriptedServer
 from tests.gitrepo import branches, commits, git, head, make_repo, merging, status
@@ -195,6 +195,12 @@ def test_delete_removes_the_merged_clean_worktree_and_keeps_the_dirty_one(
     assert len(kept) == 1 and "teamd/crew/bob" in kept[0] and "bob.txt" in kept[0]
     assert "uncommitted" in kept[0]
     assert branches(repo) == ["teamd/crew/alice", "teamd/crew/bob"]
+    # the post-mortem keeps the story: both releases in the archived journal, before the end
+    archived = files.read_jsonl(ws.archives(TEAM)[-1] / "events.jsonl").records
+    names = [r["event"] for r in archived]
+    kept_events = [r for r in archived if r["event"] == "worktree_kept"]
+    assert [r["member"] for r in kept_events] == ["bob"] and kept_events[0]["reason"]
+    assert "worktree_removed" in names and names[-1] == "team_deleted"
     listed = git(repo, "worktree", "list", "--porcelain")
     assert str(ws.worktree(TEAM, "bob").resolve()) in listed
     assert str(ws.worktree(TEAM, "alice").resolve()) not in listed

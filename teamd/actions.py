@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from teamd import board, events, files, inbox, permissions, pidfile, requests, roster
+from teamd import board, budget, events, files, inbox, permissions, pidfile, requests, roster
 from teamd.errors import BadInput, TeamdError
 from teamd.files import Json
 from teamd.layout import LEAD, SUPERVISOR, Workspace, validate_member_name, validate_name
@@ -23,18 +23,22 @@ WINDING_DOWN = ("shutdown_response", "idle_notification", "member_failed")
 
 
 # -- teams -------------------------------------------------------------------------------
-def create_team(ws: Workspace, team: str, description: str = "") -> Json:
+def create_team(ws: Workspace, team: str, description: str = "",
+                budget_usd: float | None = None) -> Json:
     validate_name(team, "team name")
+    budget_usd = None if budget_usd is None else budget.parse_usd(budget_usd, "--budget")
     if ws.team_exists(team):
         raise BadInput(f"team {team!r} already exists")
     for folder in (ws.teams_dir, ws.tasks_root, ws.team_dir(team), ws.requests_dir(team),
                    ws.sessions_dir(team), ws.transcripts_dir(team), ws.logs_dir(team),
                    ws.tasks_dir(team)):
         files.ensure_dir(folder)
-    config = roster.new_roster(team, description)
+    config = roster.new_roster(team, description, budget_usd)
     with files.lock(ws.config(team)):
         if ws.team_exists(team):
             raise BadInput(f"team {team!r} already exists")
+        with files.lock(ws.spend(team)):  # before the roster: a team always has its spend
+            budget.start(ws, team)
         files.write_json(ws.config(team), config)
     events.emit(ws, team, "team_created", description=description)
     return config
@@ -50,9 +54,10 @@ def require_team(ws: Workspace, team: str, *, accepting: bool = False) -> Json:
 
 def spawn(ws: Workspace, team: str, name: str, prompt: str, *, role: str = "",
           model: str | None = None, plan_mode: bool = False, cwd: str | None = None,
-          lead: bool = False) -> Json:
+          lead: bool = False, budget_usd: float | None = None) -> Json:
     """Add a member with `desired=running`; the supervisor forks it."""
     validate_member_name(name)
+    budget_usd = None if budget_usd is None else budget.parse_usd(budget_usd, "--budget")
     if lead and name != LEAD:
         raise BadInput("--lead requires the member name 'lead'")
     if lead and plan_mode:
@@ -76,13 +81,37 @@ def spawn(ws: Workspace, team: str, name: str, prompt: str, *, role: str = "",
                            f"{existing['status']}); use `teamctl restart {team} {name}`")
         member = roster.new_member(config, name, kind="lead" if lead else "teammate",
                                    role=role, prompt=prompt, model=model,
-                                   plan_mode_required=plan_mode, cwd=str(workdir.resolve()))
+                                   plan_mode_required=plan_mode, cwd=str(workdir.resolve()),
+                                   budget_usd=budget_usd)
         config["members"].append(member)
         return member
 
     member = roster.update(ws, team, add)
     events.emit(ws, team, "member_added", member=name, kind=member["kind"], role=role)
     return member
+
+
+def set_budget(ws: Workspace, team: str, usd: Any, member: str | None = None) -> Json:
+    """Set the team's budget, or a member's (`0` removes it). A member paused by a budget
+    sees the roster change and goes on once no budget of its is reached (CONTRACT §12).
+    Returns {"team", "member", "budget_usd", "spent_usd"}."""
+    value = budget.parse_usd(usd)
+    require_team(ws, team)
+    if member is not None:
+        validate_member_name(member)
+
+    def change(config: Json) -> float:
+        if member is None:
+            config["budget_usd"] = value
+            return budget.spent(ws, team)
+        m = roster.find(config, member)
+        if m is None:
+            raise roster.unknown_member(config, member)
+        m["budget_usd"] = value
+        return float((m.get("usage") or {}).get("cost_usd") or 0.0)
+
+    spent = roster.update(ws, team, change)
+    return {"team": team, "member": member, "budget_usd": value, "spent_usd": spent}
 
 
 # -- messages ----------------------------------------------------------------------------

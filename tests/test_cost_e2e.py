@@ -149,6 +149,12 @@ def test_a_member_at_its_budget_pauses_tells_the_lead_once_and_goes_on_when_rais
         assert [(e["scope"], e["budget_usd"]) for e in reached] == [("member", 0.05)]
         status = json.loads(cli(ws, "status", TEAM, "--json").stdout)
         assert status["teams"][0]["members"][0]["status"] == "paused"
+    # a supervisor restart: paused again at once, and the lead is not told twice
+    with running_teamd(ws, server.url):
+        wait_until(lambda: live_pid(ws, TEAM, "alice") not in (None, pid), T, "a new alice")
+        wait_status(ws, "alice", "paused")
+        pid = live_pid(ws, TEAM, "alice")
+        assert len(calls_of(server, "alice")) == 1 and len(budget_notes(ws)) == 1
         # raised: the member goes on at once (it waits on inotify, not a timer)
         cli(ws, "budget", TEAM, "1", "--member", "alice")
         raised = time.time()

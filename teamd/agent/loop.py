@@ -114,6 +114,10 @@ class Member:
         # for its budget to be raised; a lead holding idle notifications, for quiet)
         self.watch_roster = False
         self.unpriced_told = False  # last_error named the model with no price, once
+        # the lead heard of this pause already: a member restarted while paused (its
+        # last_error still says so) does not tell it twice
+        self.budget_told = str(member.get("last_error") or "").startswith(
+            tuple(f"{scope} budget reached" for scope in budget.SCOPES))
 
     # -- the loop ------------------------------------------------------------------------
     def run(self) -> int:
@@ -559,20 +563,24 @@ class Member:
         removed (config.json) or a shutdown_request comes (answered at once)."""
         reached = self.budget_reached()
         if reached is None:
+            self.budget_told = False
             return
         line = reached.line()
         log.warning("%s: paused, no model call until it is raised", line)
         self.update_member(status="paused", last_error=line)
-        facts = {"scope": reached.scope, "spent_usd": reached.spent_usd,
-                 "budget_usd": reached.budget_usd}
-        events.emit(self.ws, self.team, "budget_reached", member=self.name, **facts)
-        raise_it = f"teamctl budget {self.team} USD" + (
-            f" --member {self.name}" if reached.scope == "member" else "")
-        recipient = "user" if self.kind == "lead" else LEAD  # the LLM lead's own: the person
-        inbox.deliver(self.ws, self.team, [inbox.make(
-            "budget_reached", self.name, recipient,
-            f"{self.name} is paused: {line}; `{raise_it}` raises it", member=self.name,
-            **facts)])
+        if not self.budget_told:
+            self.budget_told = True
+            facts = {"scope": reached.scope, "spent_usd": reached.spent_usd,
+                     "budget_usd": reached.budget_usd}
+            events.emit(self.ws, self.team, "budget_reached", member=self.name, **facts)
+            raise_it = f"teamctl budget {self.team} USD" + (
+                f" --member {self.name}" if reached.scope == "member" else "")
+            # the LLM lead's own pause goes to the person beside it
+            recipient = "user" if self.kind == "lead" else LEAD
+            inbox.deliver(self.ws, self.team, [inbox.make(
+                "budget_reached", self.name, recipient,
+                f"{self.name} is paused: {line}; `{raise_it}` raises it", member=self.name,
+                **facts)])
         watcher = self.idle_watcher()
         self.watch_roster = True  # armed before the check below: no raise slips past
         try:
@@ -584,6 +592,7 @@ class Member:
         finally:
             self.watch_roster = False
         log.info("the budget was raised: going on")
+        self.budget_told = False
         self.update_member(status="active", last_error=None)
 
     # -- the model -----------------------------------------------------------------------

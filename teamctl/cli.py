@@ -153,6 +153,11 @@ def init(force: Annotated[bool, typer.Option("--force", help="Overwrite an exist
     print(f"wrote {path}")
 
 
+BudgetOpt = Annotated[float | None, typer.Option(
+    "--budget", metavar="USD", help="A spending cap in US dollars: at it, no more model calls "
+    "until it is raised (`teamctl budget`).", show_default=False)]
+
+
 @app.command()
 def create(team: TeamArg,
            description: Annotated[str, typer.Option(help="What the team is for.")] = "",
@@ -162,15 +167,17 @@ def create(team: TeamArg,
            repo: Annotated[str | None, typer.Option(
                metavar="DIR", help="The team's git repository (default with --worktrees: "
                "the one holding the root).")] = None,
+           budget_usd: BudgetOpt = None,
            as_json: JsonOpt = False) -> None:
     """Create a team: its roster, inbox folder and task board.
 
     \b
     Example:
-      teamctl create shop --description 'the online shop'
+      teamctl create shop --description 'the online shop' --budget 20
       teamctl create api --worktrees --repo ~/src/app
     """
-    config = actions.create_team(ws(), team, description, repo=repo, worktrees_on=worktrees_on)
+    config = actions.create_team(ws(), team, description, repo=repo, worktrees_on=worktrees_on,
+                                 budget_usd=budget_usd)
     if as_json:
         output.emit_json(config)
     else:
@@ -196,6 +203,7 @@ def spawn(
     base: Annotated[str | None, typer.Option(
         metavar="REF", help="Where its branch starts (default: the repository's HEAD).")
                     ] = None,
+    budget_usd: BudgetOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Add a member with desired=running; the supervisor forks its process.
@@ -206,7 +214,7 @@ def spawn(
     """
     member = actions.spawn(ws(), team, name, prompt, role=role, model=model,
                            plan_mode=plan_mode, cwd=cwd, lead=lead, worktree=worktree,
-                           base=base)
+                           base=base, budget_usd=budget_usd)
     _warn_if_deprecated(member.get("model"))
     if as_json:
         output.emit_json(member)
@@ -824,6 +832,40 @@ def task_update(
         output.emit_json(task)
     else:
         print(f"task #{task_id}: {task['status']}, owner {task['owner'] or '-'}")
+
+
+@app.command("budget")
+def budget_cmd(team: TeamArg,
+               usd: Annotated[str, typer.Argument(
+                   metavar="USD", help="The cap in US dollars; 0 removes it.",
+                   show_default=False)],
+               member: Annotated[str | None, typer.Option(
+                   "--member", metavar="NAME", help="A member's budget, not the team's.",
+                   autocompletion=_complete_member)] = None,
+               as_json: JsonOpt = False) -> None:
+    """Set (0 removes) a team's or a member's spending cap in US dollars.
+
+    Before every model call a member checks its own budget and its team's; at either it
+    makes no call and is `paused` (the lead hears of it once). Raising or removing the
+    budget sets paused members going again at once.
+
+    \b
+    Example:
+      teamctl budget shop 20 && teamctl budget shop 2.50 --member alice
+    """
+    from teamd import prices
+
+    done = actions.set_budget(ws(), team, usd, member=member)
+    if as_json:
+        output.emit_json(done)
+        return
+    whose = f"{member} in team {team}" if member else f"team {team}"
+    spent = prices.dollars(done["spent_usd"])
+    if done["budget_usd"] is None:
+        print(f"no budget for {whose} (spent so far {spent})")
+    else:
+        print(f"budget for {whose}: {prices.dollars(done['budget_usd'])} (spent so far "
+              f"{spent})")
 
 
 # -- looking -----------------------------------------------------------------------------

@@ -15,7 +15,7 @@ from typing import Any
 
 import psutil
 
-from teamd import board, pidfile, requests, roster, worktrees
+from teamd import board, budget, pidfile, requests, roster, worktrees
 from teamd.files import Json
 from teamd.layout import Workspace
 from teamd.permissions import describe
@@ -90,7 +90,8 @@ def status_doc(ws: Workspace, team_names: list[str]) -> Json:
     """The `status` document: each member as its roster entry, plus `live`, `uptime`,
     `cpu_percent`, `pss`, `rss`, `plan_gate`, `pending_requests`, `waiting_for`, `branch`
     and `ahead` (a worktree member's), and `current_task` as the board has it (the lowest
-    in-progress task it owns: the board is the truth)."""
+    in-progress task it owns: the board is the truth); each team with its `spent_usd`
+    (spend.json) and `budget_usd`."""
     supervisor = pidfile.running(ws)
     teams = []
     for team in team_names:
@@ -128,6 +129,8 @@ def status_doc(ws: Workspace, team_names: list[str]) -> Json:
         counts = {s: sum(t["status"] == s for t in tasks) for s in board.STATUSES}
         doc["teams"].append({"name": config["name"], "state": config["state"],
                              "description": config.get("description", ""),
+                             "spent_usd": budget.spent(ws, config["name"]),
+                             "budget_usd": budget.budget_of(config),
                              "tasks": counts, "members": rows})
     return doc
 

@@ -60,7 +60,8 @@ def member_row(m: Json) -> tuple[Any, ...]:
             f"{cpu:.1f}" if cpu is not None else "-",
             output.human_bytes(m.get("pss")),
             f"{output.human_count(tokens_in)}/{output.human_count(u.get('output_tokens'))}",
-            output.dollars(u.get("cost_usd")),
+            output.dollars(u.get("cost_usd")) + (
+                f"/{output.dollars(m['budget_usd'])}" if m.get("budget_usd") else ""),
             m.get("restarts", 0),
             (notes(m), "yellow"),
             (m.get("last_error") or "", "red"))
@@ -90,9 +91,12 @@ def render_status(doc: Json, fit: int | None = None) -> str:
     for t in doc["teams"]:
         c = t["tasks"]
         lines.append("")
+        spend = output.dollars(t.get("spent_usd") or 0.0)
+        if t.get("budget_usd"):
+            spend += f" of {output.dollars(t['budget_usd'])}"
         lines.append(f"team {output.paint(t['name'], 'bold')} ({t['state']}) tasks: "
                      f"{c['pending']} pending, {c['in_progress']} in progress, "
-                     f"{c['completed']} completed")
+                     f"{c['completed']} completed; spent {spend}")
         rows = [member_row(m) for m in t["members"]]
         headers: tuple[str, ...] = HEADERS
         if any(m.get("branch") for m in t["members"]):

@@ -13,7 +13,18 @@ import time
 from pathlib import Path
 from typing import Any
 
-from teamd import board, events, files, inbox, permissions, pidfile, requests, roster, worktrees
+from teamd import (
+    board,
+    budget,
+    events,
+    files,
+    inbox,
+    permissions,
+    pidfile,
+    requests,
+    roster,
+    worktrees,
+)
 from teamd.errors import BadInput, TeamdError
 from teamd.files import Json
 from teamd.layout import LEAD, SUPERVISOR, USER, Workspace, validate_member_name, validate_name
@@ -24,11 +35,12 @@ WINDING_DOWN = ("shutdown_response", "idle_notification", "member_failed")
 
 # -- teams -------------------------------------------------------------------------------
 def create_team(ws: Workspace, team: str, description: str = "", *, repo: str | None = None,
-                worktrees_on: bool = False) -> Json:
+                worktrees_on: bool = False, budget_usd: float | None = None) -> Json:
     """A new team. `repo` (a folder inside a git work tree) is the team's repository;
     `worktrees_on` gives each teammate its own worktree of it (CONTRACT §13) — without
-    `repo`, of the repository holding the root."""
+    `repo`, of the repository holding the root. `budget_usd` caps its spend (§12)."""
     validate_name(team, "team name")
+    budget_usd = None if budget_usd is None else budget.parse_usd(budget_usd, "--budget")
     if ws.team_exists(team):
         raise BadInput(f"team {team!r} already exists")
     top: Path | None = None
@@ -42,12 +54,14 @@ def create_team(ws: Workspace, team: str, description: str = "", *, repo: str | 
                    ws.sessions_dir(team), ws.transcripts_dir(team), ws.logs_dir(team),
                    ws.tasks_dir(team)):
         files.ensure_dir(folder)
-    config = roster.new_roster(team, description)
+    config = roster.new_roster(team, description, budget_usd)
     config.setdefault("repo", str(top) if top is not None else None)
     config.setdefault("worktrees", bool(worktrees_on))
     with files.lock(ws.config(team)):
         if ws.team_exists(team):
             raise BadInput(f"team {team!r} already exists")
+        with files.lock(ws.spend(team)):  # before the roster: a team always has its spend
+            budget.start(ws, team)
         files.write_json(ws.config(team), config)
     events.emit(ws, team, "team_created", description=description)
     return config
@@ -68,13 +82,16 @@ def _already_in(team: str, name: str, existing: Json) -> BadInput:
 
 def spawn(ws: Workspace, team: str, name: str, prompt: str, *, role: str = "",
           model: str | None = None, plan_mode: bool = False, cwd: str | None = None,
-          lead: bool = False, worktree: bool | None = None, base: str | None = None) -> Json:
+          lead: bool = False, worktree: bool | None = None, base: str | None = None,
+          budget_usd: float | None = None) -> Json:
     """Add a member with `desired=running`; the supervisor forks it.
 
     With a worktree (`worktree`, default: the team's `worktrees` for a teammate) its git
     worktree and branch are made first, and the member works in it (CONTRACT §13); if
-    the member cannot then be added, they are taken back."""
+    the member cannot then be added, they are taken back. `budget_usd` caps the member's
+    own spend (§12)."""
     validate_member_name(name)
+    budget_usd = None if budget_usd is None else budget.parse_usd(budget_usd, "--budget")
     if lead and name != LEAD:
         raise BadInput("--lead requires the member name 'lead'")
     if lead and plan_mode:
@@ -112,7 +129,8 @@ def spawn(ws: Workspace, team: str, name: str, prompt: str, *, role: str = "",
             raise _already_in(team, name, existing)
         member = roster.new_member(config, name, kind="lead" if lead else "teammate",
                                    role=role, prompt=prompt, model=model,
-                                   plan_mode_required=plan_mode, cwd=str(workdir.resolve()))
+                                   plan_mode_required=plan_mode, cwd=str(workdir.resolve()),
+                                   budget_usd=budget_usd)
         member["worktree"] = record
         config["members"].append(member)
         return member
@@ -128,6 +146,29 @@ def spawn(ws: Workspace, team: str, name: str, prompt: str, *, role: str = "",
                     branch=record["branch"], base=record["base"])
     events.emit(ws, team, "member_added", member=name, kind=member["kind"], role=role)
     return member
+
+
+def set_budget(ws: Workspace, team: str, usd: Any, member: str | None = None) -> Json:
+    """Set the team's budget, or a member's (`0` removes it). A member paused by a budget
+    sees the roster change and goes on once no budget of its is reached (CONTRACT §12).
+    Returns {"team", "member", "budget_usd", "spent_usd"}."""
+    value = budget.parse_usd(usd)
+    require_team(ws, team)
+    if member is not None:
+        validate_member_name(member)
+
+    def change(config: Json) -> float:
+        if member is None:
+            config["budget_usd"] = value
+            return budget.spent(ws, team)
+        m = roster.find(config, member)
+        if m is None:
+            raise roster.unknown_member(config, member)
+        m["budget_usd"] = value
+        return float((m.get("usage") or {}).get("cost_usd") or 0.0)
+
+    spent = roster.update(ws, team, change)
+    return {"team": team, "member": member, "budget_usd": value, "spent_usd": spent}
 
 
 # -- messages ----------------------------------------------------------------------------

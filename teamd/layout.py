@@ -101,6 +101,11 @@ class Workspace:
         """The shared API back-off of the root (CONTRACT.md section 12)."""
         return self.teams_dir / "ratelimit.json"
 
+    @property
+    def calls_dir(self) -> Path:
+        """The slot locks of `max_concurrent_calls` (CONTRACT.md section 12)."""
+        return self.teams_dir / ".calls"
+
     def team_names(self) -> list[str]:
         """Teams on disk (folders holding a config.json), sorted."""
         if not self.teams_dir.is_dir():
@@ -117,6 +122,10 @@ class Workspace:
 
     def config(self, team: str) -> Path:
         return self.team_dir(team) / "config.json"
+
+    def spend(self, team: str) -> Path:
+        """The team's spend so far (CONTRACT.md section 12)."""
+        return self.team_dir(team) / "spend.json"
 
     def inbox(self, team: str, member: str) -> Path:
         return self.team_dir(team) / f"{validate_name(member, 'member name')}_inbox.jsonl"

@@ -1,6 +1,7 @@
-"""Restart policy: what an exit means, backoff delays, the crash-loop limit, and which
-sleeping teammates to wake. Pure functions of the roster, the board and the clock, so the
-supervisor's loop stays about processes and these rules stay testable on their own.
+"""Restart policy: what an exit means, backoff delays, the crash-loop limit, which
+sleeping teammates to wake, and when mail wakes an LLM lead. Pure functions of the roster,
+the board and the clock, so the supervisor's loop stays about processes and these rules
+stay testable on their own.
 """
 
 from __future__ import annotations
@@ -11,6 +12,9 @@ from dataclasses import dataclass, field
 from teamd.files import Json
 from teamd.proc import EXIT_SHUTDOWN, EXIT_SLEEP
 from teamd.settings import Settings
+
+#: a teammate in one of these is still at work: the team is not quiet (CONTRACT §12)
+WORKING = ("starting", "active", "waiting")
 
 
 @dataclass
@@ -85,3 +89,21 @@ def sleepers_to_wake(members: list[Json], tasks: list[Json], inbox_waiting: set[
             wake.append(m["name"])
             spare -= 1
     return wake
+
+
+def team_is_quiet(members: list[Json], live: set[str]) -> bool:
+    """No teammate is at work: none live and `starting`, `active` or `waiting`."""
+    return not any(m.get("kind", "teammate") == "teammate" and m["status"] in WORKING
+                   and m["name"] in live for m in members)
+
+
+def mail_wakes_lead(messages: list[Json], members: list[Json], live: set[str],
+                    mode: str) -> bool:
+    """Whether what waits in an idle (or sleeping) LLM lead's inbox wakes it. With
+    `lead_wake_on_idle = "quiet"` idle notifications alone wait until the team is quiet, so
+    a lead is not called once per teammate that settles; anything else wakes it at once."""
+    if not messages:
+        return False
+    if mode != "quiet" or any(m.get("type") != "idle_notification" for m in messages):
+        return True
+    return team_is_quiet(members, live)

@@ -20,10 +20,10 @@ from teamd.files import Json
 from teamd.layout import LEAD, USER, Workspace
 
 COLORS = ("cyan", "yellow", "magenta", "green", "blue")
-STATUSES = ("pending", "starting", "active", "idle", "waiting", "sleeping", "stopping",
-            "shutdown", "backoff", "failed")
+STATUSES = ("pending", "starting", "active", "idle", "waiting", "paused", "sleeping",
+            "stopping", "shutdown", "backoff", "failed")
 #: statuses the supervisor treats as "has (or should have) a process"
-RUNNING_STATUSES = ("starting", "active", "idle", "waiting", "stopping")
+RUNNING_STATUSES = ("starting", "active", "idle", "waiting", "paused", "stopping")
 
 T = TypeVar("T")
 
@@ -96,9 +96,10 @@ def update(ws: Workspace, team: str, change: Callable[[Json], T]) -> T:
         return change(config)
 
 
-def new_roster(team: str, description: str) -> Json:
+def new_roster(team: str, description: str, budget_usd: float | None = None) -> Json:
     return {"schema": 1, "name": team, "description": description,
-            "created_at": time.time(), "state": "active", "members": []}
+            "created_at": time.time(), "state": "active", "budget_usd": budget_usd,
+            "members": []}
 
 
 def find(config: Json, name: str) -> Json | None:
@@ -133,16 +134,17 @@ def names(config: Json) -> list[str]:
 
 
 def new_member(config: Json, name: str, *, kind: str, role: str, prompt: str, model: str | None,
-               plan_mode_required: bool, cwd: str) -> Json:
+               plan_mode_required: bool, cwd: str, budget_usd: float | None = None) -> Json:
     color = COLORS[len(config["members"]) % len(COLORS)]
     return {
         "name": name, "agent_id": f"{name}@{config['name']}", "kind": kind, "role": role,
         "prompt": prompt, "model": model, "plan_mode_required": plan_mode_required,
         "cwd": cwd, "color": color, "desired": "running", "status": "pending",
         "pid": None, "pid_create_time": None, "joined_at": time.time(), "restarts": 0,
-        "last_exit": None, "last_error": None, "current_task": None,
+        "last_exit": None, "last_error": None, "current_task": None, "budget_usd": budget_usd,
         "usage": {"input_tokens": 0, "output_tokens": 0,
-                  "cache_read_input_tokens": 0, "cache_creation_input_tokens": 0},
+                  "cache_read_input_tokens": 0, "cache_creation_input_tokens": 0,
+                  "cost_usd": 0.0},
     }
 
 

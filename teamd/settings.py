@@ -1,6 +1,7 @@
 """Settings: `teamd.toml` at the workspace root, overridden by the environment.
 
-A flat table plus the `[permissions]` and `[hooks]` tables (CONTRACT.md sections 10, 11).
+A flat table plus the `[permissions]`, `[hooks]` and `[prices]` tables (CONTRACT.md sections
+10, 11, 12).
 `TEAMD_<KEY>` overrides any key of the flat table (the tables have no variables); the API
 key and base URL come only from the environment and are never written anywhere.
 """
@@ -21,13 +22,16 @@ from teamd.layout import Workspace
 
 if TYPE_CHECKING:
     from teamd.permissions import Permissions
+    from teamd.prices import Price
 
 log = logging.getLogger(__name__)
 
 #: the hooks of CONTRACT §11, in the order `teamctl init` lists them
 HOOKS = ("pre_tool_use", "task_created", "task_completed", "teammate_idle")
 #: keys that are tables, not flat settings (no TEAMD_ variable, not in `as_toml_table`)
-TABLES = ("permissions", "hooks")
+TABLES = ("permissions", "hooks", "prices")
+#: settings that take one of a few words
+CHOICES: dict[str, tuple[str, ...]] = {"lead_wake_on_idle": ("quiet", "each")}
 
 
 def _no_permissions() -> Permissions:
@@ -52,15 +56,21 @@ class Settings:
     events_max_bytes: int = 67108864
     events_keep: int = 5
     retry_max_wait: float = 60
+    #: model calls in flight across the root; 0 = no limit (CONTRACT §12)
+    max_concurrent_calls: int = 0
+    #: "quiet": idle notifications wake an idle LLM lead only once the team is quiet
+    lead_wake_on_idle: str = "quiet"
     permission_timeout: float = 0
     hook_timeout: float = 300
     api_timeout: float = 600
     permissions: Permissions = field(default_factory=_no_permissions)
     #: hook name → shell command, only the hooks that are set
     hooks: Mapping[str, str] = field(default_factory=dict)
+    #: model → price, from `[prices]`: overrides and additions to the built-in table
+    prices: Mapping[str, Price] = field(default_factory=dict)
 
     def as_toml_table(self) -> dict[str, Any]:
-        """The flat table (the `[permissions]` and `[hooks]` tables are apart)."""
+        """The flat table (the `[permissions]`, `[hooks]` and `[prices]` tables are apart)."""
         return {f.name: getattr(self, f.name) for f in fields(self) if f.name not in TABLES}
 
 
@@ -72,6 +82,11 @@ def _coerce(key: str, value: Any, kind: type, source: str) -> Any:
         if kind is str:
             if not isinstance(value, str) or not value:
                 raise ValueError
+            if key in CHOICES and value not in CHOICES[key]:
+                close = difflib.get_close_matches(value, CHOICES[key], n=1)
+                hint = f" (did you mean {close[0]!r}?)" if close else ""
+                raise BadInput(f"{source}: {key} must be one of {', '.join(CHOICES[key])}, "
+                               f"got {value!r}{hint}")
             return value
         if isinstance(value, bool):
             raise ValueError
@@ -157,6 +172,10 @@ def _parse_table(key: str, value: Any, where: str) -> Any:
         from teamd.permissions import parse_table
 
         return parse_table(value, where)
+    if key == "prices":
+        from teamd import prices
+
+        return prices.parse_table(value, where)
     if not isinstance(value, dict):
         raise BadInput(f"{where}: [hooks] must be a table")
     hooks: dict[str, str] = {}
@@ -198,6 +217,9 @@ def write_defaults(ws: Workspace, force: bool = False) -> Path:
     hooks = ("\n# Shell commands run at these points (exit 0 go on, 2 block with stderr as the\n"
              "# reason, anything else: the hook failed, go on). The event is JSON on stdin.\n"
              "[hooks]\n" + "".join(f'# {name} = "…"\n' for name in HOOKS))
-    text = header + tomli_w.dumps(Settings().as_toml_table()) + perms + hooks
+    prices = ("\n# Dollars per million tokens, overriding or adding to the built-in prices;\n"
+              "# cache writes cost 1.25 x input, cache reads 0.1 x input.\n"
+              '[prices]\n# "claude-sonnet-5-5" = {input = 3.0, output = 15.0}\n')
+    text = header + tomli_w.dumps(Settings().as_toml_table()) + perms + hooks + prices
     atomic_write_bytes(path, text.encode())
     return path

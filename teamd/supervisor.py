@@ -259,7 +259,8 @@ class Supervisor:
         wake: list[str] = []
         if not deleting and any(m["status"] == "sleeping" for m in members):
             tasks = board.list_tasks(self.ws, team)
-            waiting = {m["name"] for m in members if inbox.peek(self.ws, team, m["name"])}
+            waiting = {m["name"] for m in members if self.has_waking_mail(team, m, members,
+                                                                          live)}
             wake = policy.sleepers_to_wake(members, tasks, waiting, live)
         for m in members:
             child = by_member.get((team, m["name"]))
@@ -305,6 +306,16 @@ class Supervisor:
                 self._watcher.remove(self.ws.team_dir(team))
                 self._watcher.remove(self.ws.tasks_dir(team))
             log.info("team_deleted: %s", team)
+
+    def has_waking_mail(self, team: str, member: Json, members: list[Json],
+                        live: set[str]) -> bool:
+        """Mail that wakes `member` if it sleeps: any, except that idle notifications
+        alone wake a sleeping LLM lead only once the team is quiet (CONTRACT §12); the
+        roster change that makes it quiet brings the reconcile that wakes it."""
+        waiting = inbox.peek(self.ws, team, member["name"])
+        if member.get("kind") != "lead" or member["status"] != "sleeping":
+            return bool(waiting)
+        return policy.mail_wakes_lead(waiting, members, live, self.conf.lead_wake_on_idle)
 
     def journal_deprecated_models(self, team: str, members: list[Json]) -> None:
         """`model_deprecated` once per model per start into each team that uses it."""

@@ -77,7 +77,9 @@ def test_spawn_adds_a_pending_member_with_desired_running(ws: Workspace, team: s
     assert m["desired"] == "running" and m["status"] == "pending" and m["pid"] is None
     assert m["cwd"] == str(ws.root.resolve()) and m["restarts"] == 0
     assert m["usage"] == {"input_tokens": 0, "output_tokens": 0,
-                          "cache_read_input_tokens": 0, "cache_creation_input_tokens": 0}
+                          "cache_read_input_tokens": 0, "cache_creation_input_tokens": 0,
+                          "cost_usd": 0.0}
+    assert m["budget_usd"] is None
     added = journal(ws, "member_added")
     assert [(r["member"], r["kind"], r["role"]) for r in added] == [
         ("alice", "teammate", "alice role"), ("bob", "teammate", "bob role")]

@@ -66,9 +66,11 @@ def test_init_writes_defaults_once(ws: Workspace) -> None:
     assert str(ws.settings_file) in out.stdout
     table = tomllib.loads(ws.settings_file.read_text())
     assert table["idle_timeout"] == 60 and table["events_keep"] == 5
-    assert set(table) == {*settings.Settings().as_toml_table(), "permissions", "hooks"}
+    # every key, and the tables ([prices] empty: its example is a comment)
+    assert set(table) == {*settings.Settings().as_toml_table(), *settings.TABLES}
     assert table["permissions"] == {"default": "allow", "allow": [], "ask": [], "deny": []}
     assert table["retry_max_wait"] == 60 and table["api_timeout"] == 600
+    assert table["prices"] == {} and table["lead_wake_on_idle"] == "quiet"
     again = cli(ws.root, "init", ok=False)
     assert isinstance(again.exception, BadInput)
     ws.settings_file.write_text("idle_timeout = 1\n")

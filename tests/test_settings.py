@@ -19,11 +19,12 @@ CONTRACT_DEFAULTS = {
     "backoff_max": 60, "backoff_reset": 60, "restart_limit": 5, "restart_window": 60,
     "stop_timeout": 20, "events_max_bytes": 67108864, "events_keep": 5,
     "permission_timeout": 0, "hook_timeout": 300,
-    "retry_max_wait": 60, "api_timeout": 600,
+    "retry_max_wait": 60, "api_timeout": 600, "max_concurrent_calls": 0,
+    "lead_wake_on_idle": "quiet",
 }
 #: what `teamctl init` writes besides the flat table (the hooks are comments)
 INIT_TABLES = {"permissions": {"default": "allow", "allow": [], "ask": [], "deny": []},
-               "hooks": {}}
+               "hooks": {}, "prices": {}}
 
 
 def test_defaults_are_the_contracts(ws: Workspace) -> None:

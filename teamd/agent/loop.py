@@ -20,7 +20,21 @@ import time
 from pathlib import Path
 from typing import Any
 
-from teamd import actions, board, events, files, inbox, ratelimit, requests, roster, settings
+from teamd import (
+    actions,
+    board,
+    budget,
+    calls,
+    events,
+    files,
+    inbox,
+    policy,
+    prices,
+    ratelimit,
+    requests,
+    roster,
+    settings,
+)
 from teamd.agent import context, model
 from teamd.agent.session import INTERRUPTED, Session, compacted_head
 from teamd.agent.tools import Blocked, Toolbox, specs_for
@@ -99,6 +113,14 @@ class Member:
         self.shutdown_asks: list[str] = self.shown_shutdown_asks()
         # a shutdown request that ended a wait for permission: approved after that tool
         self.leaving: str | None = None
+        # the idle watcher also wakes on the roster and the spend (a paused member waits
+        # for its budget to be raised; a lead holding idle notifications, for quiet)
+        self.watch_roster = False
+        self.unpriced_told = False  # last_error named the model with no price, once
+        # the lead heard of this pause already: a member restarted while paused (its
+        # last_error still says so) does not tell it twice
+        self.budget_told = str(member.get("last_error") or "").startswith(
+            tuple(f"{scope} budget reached" for scope in budget.SCOPES))
 
     # -- the loop ------------------------------------------------------------------------
     def run(self) -> int:
@@ -261,7 +283,10 @@ class Member:
         while True:  # the watcher is armed before each check: no line slips past
             # a shutdown request taken in here is answered by the harness: recorded as
             # taken, never shown to the model (not even after a restart)
-            new = self.take_inbox(hide=("shutdown_request",))
+            if self.kind == "lead" and self.holds_idle_notices():
+                new = []  # they stay in the inbox, taken in with the next call
+            else:
+                new = self.take_inbox(hide=("shutdown_request",))
             asks = [m for m in new if m["type"] == "shutdown_request"]
             if asks:
                 return self.approve_shutdown(asks[0]["request_id"], "idle")
@@ -299,6 +324,30 @@ class Member:
                 return EXIT_SLEEP
             self.wait_on(watcher, left)
 
+    def holds_idle_notices(self) -> bool:
+        """An idle LLM lead with `lead_wake_on_idle = "quiet"` is not woken by idle
+        notifications while a teammate still works (CONTRACT §12): True while all its inbox
+        holds is such notices and the team is not quiet. Meanwhile the roster is watched
+        too, so the last teammate to settle wakes it."""
+        self.watch_roster = True  # armed before the checks: a change after them wakes us
+        try:
+            if self.inbox_path.stat().st_size == 0:
+                return False
+        except FileNotFoundError:
+            return False
+        conf = settings.load_or_keep(self.ws, self.conf)
+        waiting = inbox.peek(self.ws, self.team, self.name)
+        if not waiting or conf.lead_wake_on_idle != "quiet" or any(
+                m["type"] != "idle_notification" for m in waiting):
+            self.watch_roster = False
+            return False
+        members = roster.load(self.ws, self.team)["members"]
+        live = {m["name"] for m in members if m["status"] in policy.WORKING
+                and roster.is_live(m)}
+        held = not policy.mail_wakes_lead(waiting, members, live, conf.lead_wake_on_idle)
+        self.watch_roster = held
+        return held
+
     def wait_on(self, watcher: Watcher, timeout: float | None) -> None:
         """`watcher.wait(timeout)` that a signal also ends (see `run`): on return to
         Python its handler runs."""
@@ -312,8 +361,11 @@ class Member:
         and kept for the life of the process (no set-up or tear-down per wake-up)."""
         if self.watcher is None:
             inbox_file = self.inbox_path.name
+            roster_files = (self.ws.config(self.team).name, self.ws.spend(self.team).name)
 
             def interesting(fname: str) -> bool:
+                if self.watch_roster and fname in roster_files:
+                    return True
                 return fname == inbox_file or (fname.endswith(".json") and fname[0].isdigit())
 
             self.watcher = Watcher([self.ws.team_dir(self.team), self.ws.tasks_dir(self.team)],
@@ -517,6 +569,55 @@ class Member:
                          reason=reason, summary=summary)
         inbox.deliver(self.ws, self.team, [msg])
 
+    # -- budgets -------------------------------------------------------------------------
+    def budget_reached(self) -> budget.Reached | None:
+        """The member's or the team's budget, when reached (read from the files)."""
+        config = roster.load(self.ws, self.team)
+        if budget.budget_of(config) is None and all(
+                budget.budget_of(m) is None for m in config["members"]
+                if m["name"] == self.name):
+            return None  # no budget: no need to read the spend
+        return budget.reached(config, self.name, budget.spent(self.ws, self.team))
+
+    def wait_within_budget(self) -> None:
+        """Before a model call: while a budget is reached, make none. The member is
+        `paused` with the reason, journals `budget_reached` and tells the lead once (the LLM
+        lead tells the person), then waits, woken by inotify, until the budget is raised or
+        removed (config.json) or a shutdown_request comes (answered at once)."""
+        reached = self.budget_reached()
+        if reached is None:
+            self.budget_told = False
+            return
+        line = reached.line()
+        log.warning("%s: paused, no model call until it is raised", line)
+        self.update_member(status="paused", last_error=line)
+        if not self.budget_told:
+            self.budget_told = True
+            facts = {"scope": reached.scope, "spent_usd": reached.spent_usd,
+                     "budget_usd": reached.budget_usd}
+            events.emit(self.ws, self.team, "budget_reached", member=self.name, **facts)
+            raise_it = f"teamctl budget {self.team} USD" + (
+                f" --member {self.name}" if reached.scope == "member" else "")
+            # the LLM lead's own pause goes to the person beside it
+            recipient = "user" if self.kind == "lead" else LEAD
+            inbox.deliver(self.ws, self.team, [inbox.make(
+                "budget_reached", self.name, recipient,
+                f"{self.name} is paused: {line}; `{raise_it}` raises it", member=self.name,
+                **facts)])
+        watcher = self.idle_watcher()
+        self.watch_roster = True  # armed before the check below: no raise slips past
+        try:
+            while True:
+                self.leave_if_asked("paused: budget reached")
+                if self.budget_reached() is None:
+                    break
+                self.wait_on(watcher, None)
+        finally:
+            self.watch_roster = False
+        log.info("the budget was raised: going on")
+        self.budget_told = False
+        self.update_member(status="active", last_error=None)
+
     # -- the model -----------------------------------------------------------------------
     def ask_model(self, messages: list[dict[str, Any]], **extra: Any) -> model.Reply | None:
         """The model's answer. Trouble a later try may mend is retried here, after the
@@ -525,32 +626,75 @@ class Member:
         system, tools, messages = context.with_cache_breakpoints(self.system, self.specs,
                                                                  messages)
         while True:
+            # teamd.toml as it is now (SIGHUP applies from the next call: prices, limits)
+            self.conf = settings.load_or_keep(self.ws, self.conf)
+            self.wait_within_budget()
             self.wait_out_shared_backoff()
             # "active" reaches the roster as soon as the request has left, not before it:
             # that write (roster lock, fsyncs, journal) would otherwise sit on the path from
-            # a new message to the model. It is done before `call` returns.
+            # a new message to the model. It is done before `call` returns. With a call
+            # slot to take it is done first: a slot is never held with another lock.
             mark_active = None if self.status == "active" else lambda: self.set_status("active")
+            slot = None
+            if self.conf.max_concurrent_calls > 0:
+                if mark_active is not None:
+                    mark_active = None
+                    self.set_status("active")
+                slot = calls.take(self.ws, self.conf.max_concurrent_calls,
+                                  between=lambda: self.leave_if_asked("waiting for a call slot"))
+            reply: model.Reply | None = None
+            failure: model.ModelUnavailable | None = None
             try:
+                if slot is not None and self.must_hold_off():
+                    continue  # changed while it waited for the slot: the top waits it out
                 reply = model.call(self.client, after_send=mark_active, model=self.model_name,
                                    max_tokens=self.conf.max_tokens, system=system, tools=tools,
                                    messages=messages, **extra)
             except model.ModelUnavailable as exc:
+                failure = exc
+            finally:
+                if slot is not None:
+                    slot.release()
+            price = prices.price_of(self.model_name, self.conf.prices)
+            if failure is not None:
                 events.emit(self.ws, self.team, "model_call", member=self.name,
-                            model=self.model_name, error=str(exc), ms=None, input_tokens=0,
+                            model=self.model_name, error=str(failure), ms=None, input_tokens=0,
                             output_tokens=0, cache_read_input_tokens=0,
-                            cache_creation_input_tokens=0)
-                if not exc.retryable:
-                    self.api_refused(str(exc))
+                            cache_creation_input_tokens=0, cost_usd=prices.cost({}, price))
+                if not failure.retryable:
+                    self.api_refused(str(failure))
                     return None
-                self.wait_to_retry(exc)
+                self.wait_to_retry(failure)
                 continue
+            assert reply is not None
+            cost = prices.cost(reply.usage, price)
             events.emit(self.ws, self.team, "model_call", member=self.name,
                         model=self.model_name, ms=round(reply.ms, 1), error=None,
-                        **reply.usage)
-            self.add_usage(reply.usage, clear_error=True)
+                        cost_usd=cost, **reply.usage)
+            self.add_usage(reply.usage, clear_error=True, cost=cost)
             self.api_failures = 0
             self.api_told.clear()
+            if reply.limited_until is not None:
+                self.hold_root_back(reply.limited_until)
             return reply
+
+    def must_hold_off(self) -> bool:
+        """Re-checked once a call slot is taken (the wait may have been long): a budget
+        reached or a shared back-off begun meanwhile."""
+        return self.budget_reached() is not None or ratelimit.in_force(
+            self.ws, self.conf.retry_max_wait) is not None
+
+    def hold_root_back(self, until: float) -> None:
+        """An answer said a rate-limit family is used up until `until`: the whole root
+        waits until then (ratelimit.json, `source: headers`), before any 429."""
+        until = min(until, time.time() + self.conf.retry_max_wait)
+        if until <= time.time():
+            return
+        now_in_force = ratelimit.record(self.ws, until=until, status=None,
+                                        model=self.model_name, source="headers")
+        if now_in_force.get("until") == until:  # ours, not an earlier, longer one
+            events.emit(self.ws, self.team, "rate_limited", member=self.name, status=None,
+                        until=until, source="headers")
 
     def wait_to_retry(self, exc: model.ModelUnavailable) -> None:
         """Wait before the next try: the server's `retry-after`, else doubling from
@@ -581,8 +725,9 @@ class Member:
         of sending, saying so."""
         while (limit := ratelimit.in_force(self.ws, self.conf.retry_max_wait)) is not None:
             until = float(limit["until"])
-            line = (f"model API: the root is rate limited ({limit.get('status')} for "
-                    f"{limit.get('model')}), waiting until {_clock(until)}")
+            what = limit.get("status") or "a rate limit used up, said the headers"
+            line = (f"model API: rate limited (shared) until {_clock(until)}: the root is "
+                    f"rate limited ({what} for {limit.get('model')})")
             log.info(line)
             self.update_member(status="active", last_error=line)
             self.wait_out(until, "the model API is rate limited")
@@ -683,14 +828,26 @@ class Member:
             return
         self.update_member(status=status)
 
-    def add_usage(self, usage: Json, clear_error: bool) -> None:
-        self.update_member(usage_add=usage, **({"last_error": None} if clear_error else {}))
+    def add_usage(self, usage: Json, clear_error: bool, cost: float | None = None) -> None:
+        """Count a call's tokens and its cost (the member's `usage` and the team's spend,
+        in one step). A model with no price says so in `last_error`, once per process."""
+        changes: dict[str, Any] = {"last_error": None} if clear_error else {}
+        if cost is None and not self.unpriced_told:
+            self.unpriced_told = True
+            changes["last_error"] = (f"no price known for model {self.model_name}: its "
+                                     "calls are not counted in cost (add it under [prices] "
+                                     "in teamd.toml)")
+            log.warning(changes["last_error"])
+        self.update_member(usage_add=usage, cost_add=cost, **changes)
 
     def update_member(self, **changes: Any) -> None:
         usage_add = changes.pop("usage_add", None)
+        cost_add = changes.pop("cost_add", None)
         tasks = board.list_tasks(self.ws, self.team)
 
         def change(config: Json) -> tuple[str, str] | None:
+            if cost_add:  # spent, whoever holds the roster entry now
+                budget.charge(self.ws, self.team, cost_add)  # lock order: roster → spend
             m = roster.find(config, self.name)
             if m is None or m.get("pid") != os.getpid():
                 return None  # not ours any more (CONTRACT §4): write nothing
@@ -706,6 +863,8 @@ class Member:
                 total = m.setdefault("usage", {})
                 for key, value in usage_add.items():
                     total[key] = int(total.get(key) or 0) + int(value or 0)
+                if cost_add is not None:
+                    total["cost_usd"] = prices.add(total.get("cost_usd"), cost_add)
             m["current_task"] = board.current_task(tasks, self.name)
             return moved
 

@@ -10,11 +10,13 @@ bounded as a whole by `api_timeout`, a response that never ends included.
 
 from __future__ import annotations
 
+import datetime as dt
 import email.utils
 import inspect
 import json
 import logging
 import os
+import re
 import socket
 import ssl
 import threading
@@ -43,6 +45,9 @@ RETRYABLE_STATUSES = frozenset({408, 409, 429})
 SHARED_BACKOFF_STATUSES = frozenset({429, 529})
 # built once by `warm_up` in the supervisor, before it forks the teammates
 _TLS_CONTEXT: ssl.SSLContext | None = None
+# `anthropic-ratelimit-{family}-remaining`: a family (requests, tokens, input-tokens, …) at 0
+# holds the whole root back until its `-reset` time, ahead of the 429 (CONTRACT §12)
+_REMAINING = re.compile(r"anthropic-ratelimit-(?P<family>[a-z0-9-]+)-remaining")
 
 
 class ModelUnavailable(Exception):
@@ -64,6 +69,8 @@ class Reply:
     stop_reason: str | None
     usage: Json
     ms: float
+    #: the latest `-reset` (epoch) of a rate-limit family the answer said is used up
+    limited_until: float | None = None
 
 
 class AfterSend:
@@ -167,6 +174,8 @@ class Client:
     api_timeout: float
     after_send: AfterSend = field(default_factory=AfterSend)
     deadline: Deadline = field(default_factory=Deadline)
+    #: the headers of the latest response (the SDK's parsed `Message` carries none)
+    headers: dict[str, str] = field(default_factory=dict)
 
 
 def _http_client(**options: Any) -> Any:
@@ -197,11 +206,18 @@ def make_client(api_timeout: float = 600.0) -> Client:
 
         request.extensions["trace"] = trace
 
-    http = _http_client(event_hooks={"request": [on_request]})
+    seen: dict[str, str] = {}
+
+    def on_response(response: Any) -> None:
+        seen.clear()
+        seen.update((k.lower(), v) for k, v in response.headers.items()
+                    if k.lower().startswith("anthropic-ratelimit-"))
+
+    http = _http_client(event_hooks={"request": [on_request], "response": [on_response]})
     sdk = anthropic.Anthropic(max_retries=0, timeout=anthropic.Timeout(api_timeout),
                               http_client=http,
                               api_key=os.environ.get("ANTHROPIC_API_KEY") or "missing")
-    return Client(sdk, api_timeout, hook, deadline)
+    return Client(sdk, api_timeout, hook, deadline, seen)
 
 
 def call(client: Client, after_send: Callable[[], None] | None = None,
@@ -212,6 +228,7 @@ def call(client: Client, after_send: Callable[[], None] | None = None,
     hook.pending, hook.error = after_send, None
     body = json.dumps(params, ensure_ascii=False, separators=(",", ":")).encode()
     client.deadline.arm(client.api_timeout)
+    client.headers.clear()
     try:
         return _call(client, body, params)
     finally:
@@ -237,15 +254,21 @@ def _call(client: Client, body: bytes, params: Mapping[str, Any]) -> Reply:
         finally:
             cut = client.deadline.disarm()
         ms = (time.monotonic() - started) * 1000
-        return _reply(response, ms)
+        reply = _reply(response, ms)
+        reply.limited_until = limited_until(client.headers)
+        return reply
     except anthropic.APIStatusError as exc:
         status = exc.status_code
         retryable = status in RETRYABLE_STATUSES or status >= 500
         text = f"model API: {status} {_kind(exc)}"
         if not retryable and _message(exc):
             text += f" ({_message(exc)})"
-        raise ModelUnavailable(text, retryable, status, retry_after(exc.response.headers)) \
-            from None
+        advice = retry_after(exc.response.headers)
+        if advice is None and status in SHARED_BACKOFF_STATUSES:
+            # no retry-after: the used-up family's reset time is the next best advice
+            until = limited_until(exc.response.headers)
+            advice = None if until is None else max(0.0, until - time.time())
+        raise ModelUnavailable(text, retryable, status, advice) from None
     except anthropic.APIConnectionError as exc:
         if cut:
             text = f"model API: no answer within {client.api_timeout:g} s"
@@ -293,6 +316,28 @@ def retry_after(headers: Mapping[str, str]) -> float | None:
         if seconds == seconds:  # not NaN
             return max(0.0, seconds)
     return None
+
+
+def limited_until(headers: Mapping[str, str]) -> float | None:
+    """When the root may call again after an answer whose `anthropic-ratelimit-{family}-
+    remaining` is 0: the latest such family's `-reset` (RFC 3339), as epoch seconds. None
+    when no family is used up (or its reset time is missing or unreadable)."""
+    latest: float | None = None
+    for key, value in headers.items():
+        found = _REMAINING.fullmatch(key.lower())
+        if found is None or value.strip() != "0":
+            continue
+        reset = headers.get(f"anthropic-ratelimit-{found['family']}-reset")
+        try:
+            when = dt.datetime.fromisoformat(str(reset).strip())
+        except ValueError:
+            log.info("%s is 0 with no readable reset time (%r): not held back", key, reset)
+            continue
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=dt.UTC)  # RFC 3339 says; be lenient
+        epoch = when.timestamp()
+        latest = epoch if latest is None else max(latest, epoch)
+    return latest
 
 
 def _kind(exc: anthropic.APIStatusError) -> str:

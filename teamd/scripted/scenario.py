@@ -14,6 +14,7 @@ import json
 import logging
 import re
 import threading
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from os import PathLike
@@ -57,12 +58,14 @@ _RULE_KEYS = frozenset(
     {
         "name", "comment", "agent", "team", "contains", "regex", "tool_result",
         "system_contains", "any_contains", "nth", "times", "delay", "reply", "error",
-        "trickle", "raw",
+        "trickle", "raw", "headers", "ratelimit", "window",
     }
 )
 _SCENARIO_KEYS = frozenset({"rules", "default", "description"})
 _REPLY_KEYS = frozenset({"content", "stop_reason", "usage"})
 _ERROR_KEYS = frozenset({"status", "type", "message", "retry_after", "should_retry"})
+_RATELIMIT_KEYS = frozenset({"family", "limit", "remaining", "reset_in"})
+_FAMILY_RE = re.compile(r"[a-z0-9-]+")
 
 # Only identifier-shaped names in single braces are variables, so JSON text such as
 # `{"a": 1}` and unknown names pass through untouched (str.format would choke on both).
@@ -309,6 +312,14 @@ class Rule:
     trickle: float | None = None
     # A 200 whose body is this text, as is (e.g. not JSON): a reply no client can parse.
     raw: str | None = None
+    # Extra response headers, as given.
+    headers: dict[str, str] = field(default_factory=dict)
+    # `anthropic-ratelimit-{family}-*` headers, the reset time `reset_in` s after the answer.
+    ratelimit: list[dict[str, Any]] = field(default_factory=list)
+    # Once this rule first answers, it answers *every* request (whatever its conditions: a
+    # rate limit is everyone's) for `window` s, then is spent. Guarded by the Scenario lock.
+    window: float | None = None
+    window_until: float | None = None
     source: dict[str, Any] = field(default_factory=dict, repr=False)
 
     @classmethod
@@ -349,6 +360,16 @@ class Rule:
         raw = data.get("raw")
         if raw is not None and not isinstance(raw, str):
             raise ValueError(f"{where}.raw: must be a string")
+        headers = data.get("headers") or {}
+        if not isinstance(headers, dict) or not all(
+                isinstance(k, str) and isinstance(v, str) for k, v in headers.items()):
+            raise ValueError(f"{where}.headers: must be an object of strings")
+        ratelimit = _check_ratelimit(data.get("ratelimit"), f"{where}.ratelimit")
+        window = data.get("window")
+        if window is not None and (
+            not isinstance(window, int | float) or isinstance(window, bool) or window <= 0
+        ):
+            raise ValueError(f"{where}.window: must be a number of seconds > 0")
         answers = [k for k in ("reply", "error", "trickle", "raw") if data.get(k) is not None]
         if len(answers) > 1:
             raise ValueError(f"{where}: {' and '.join(answers)} exclude each other")
@@ -373,8 +394,23 @@ class Rule:
             error=error,
             trickle=float(trickle) if trickle is not None else None,
             raw=raw,
+            headers=dict(headers),
+            ratelimit=ratelimit,
+            window=float(window) if window is not None else None,
             source=copy.deepcopy(data),
         )
+
+    def response_headers(self, now: float) -> dict[str, str]:
+        """The extra headers of this rule's answer, sent at `now` (epoch)."""
+        out = dict(self.headers)
+        for limit in self.ratelimit:
+            prefix = f"anthropic-ratelimit-{limit['family']}"
+            reset = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now + limit["reset_in"]))
+            fraction = f"{(now + limit['reset_in']) % 1:.3f}"[1:]
+            out[f"{prefix}-limit"] = str(limit["limit"])
+            out[f"{prefix}-remaining"] = str(limit["remaining"])
+            out[f"{prefix}-reset"] = f"{reset}{fraction}Z"
+        return out
 
     def match(self, view: RequestView) -> dict[str, str] | None:
         """The regex variables if every named condition holds, else None. Ignores `times`."""
@@ -414,6 +450,7 @@ class Decision:
     trickle: float | None = None
     raw: str | None = None
     variables: dict[str, str] = field(default_factory=dict)
+    headers: dict[str, str] = field(default_factory=dict)
 
 
 class Scenario:
@@ -509,20 +546,30 @@ class Scenario:
             builtins["agent"] = view.agent
         if view.team is not None:
             builtins["team"] = view.team
+        now = time.time()
         with self._lock:
             for rule in self._rules:
-                if rule.times is not None and rule.times <= 0:
-                    continue
-                found = rule.match(view)
-                if found is None:
-                    continue
-                if rule.times is not None:
-                    rule.times -= 1
-                variables = {**builtins, **found}
+                if rule.window_until is not None:
+                    if now >= rule.window_until:
+                        continue  # the window is over: the rule is spent
+                    # inside an open window every request gets this answer
+                    found: dict[str, str] | None = {}
+                else:
+                    if rule.times is not None and rule.times <= 0:
+                        continue
+                    found = rule.match(view)
+                    if found is None:
+                        continue
+                    if rule.times is not None:
+                        rule.times -= 1
+                    if rule.window is not None:
+                        rule.window_until = now + rule.window
+                variables = {**builtins, **(found or {})}
                 reply = rule.reply if rule.reply is not None else self.default
                 log.debug("rule %r answers agent=%s n=%d", rule.label, view.agent, view.n)
                 return _decision(rule.label, reply, variables, rule.error, rule.delay,
-                                 trickle=rule.trickle, raw=rule.raw)
+                                 trickle=rule.trickle, raw=rule.raw,
+                                 headers=rule.response_headers(now))
             return _decision("default", self.default, builtins, None, 0.0)
 
 
@@ -556,6 +603,7 @@ def _decision(
     *,
     trickle: float | None = None,
     raw: str | None = None,
+    headers: dict[str, str] | None = None,
 ) -> Decision:
     return Decision(
         label=label,
@@ -567,6 +615,7 @@ def _decision(
         trickle=trickle,
         raw=raw,
         variables=variables,
+        headers=dict(headers or {}),
     )
 
 
@@ -577,6 +626,31 @@ def _check_keys(data: Mapping[str, Any], allowed: frozenset[str], where: str) ->
         raise ValueError(
             f"{where}: unknown key {unknown[0]!r} (expected one of {', '.join(sorted(allowed))})"
         )
+
+
+def _check_ratelimit(data: Any, where: str) -> list[dict[str, Any]]:
+    """`ratelimit`: one object or a list of them, each {family, remaining, reset_in, limit?}."""
+    if data is None:
+        return []
+    items = data if isinstance(data, list) else [data]
+    out = []
+    for i, item in enumerate(items):
+        at = f"{where}[{i}]" if isinstance(data, list) else where
+        if not isinstance(item, dict):
+            raise ValueError(f"{at}: must be an object like "
+                             '{"family": "tokens", "remaining": 0, "reset_in": 2}')
+        _check_keys(item, _RATELIMIT_KEYS, at)
+        family = item.get("family")
+        if not isinstance(family, str) or not _FAMILY_RE.fullmatch(family):
+            raise ValueError(f"{at}.family: must be a name such as 'requests' or 'tokens'")
+        remaining = _optional_int(item.get("remaining", 0), f"{at}.remaining", minimum=0)
+        limit = _optional_int(item.get("limit", 1000), f"{at}.limit", minimum=0)
+        reset_in = item.get("reset_in", 60)
+        if not isinstance(reset_in, int | float) or isinstance(reset_in, bool) or reset_in < 0:
+            raise ValueError(f"{at}.reset_in: must be a number of seconds >= 0")
+        out.append({"family": family, "remaining": remaining, "limit": limit,
+                    "reset_in": float(reset_in)})
+    return out
 
 
 def _optional_int(value: Any, where: str, *, minimum: int) -> int | None:

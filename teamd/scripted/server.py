@@ -279,26 +279,33 @@ class _Handler(BaseHTTPRequestHandler):
             stream=stream,
             reply=message["content"] if message else None,
         )
-        if decision.delay > 0 and owner._stopping.wait(decision.delay):
-            self.close_connection = True
-            return
+        owner._in_flight(+1)
         try:
-            if decision.error is not None:
-                self._send_error_reply(decision.error)
-            elif decision.trickle is not None:
-                self._send_trickle(decision.trickle, stream)
-            elif decision.raw is not None:
-                self._send_raw(decision.raw)
-            elif stream:
-                assert message is not None
-                self._send_stream(message)
-            else:
-                assert message is not None
-                self._send_json(200, message)
+            if decision.delay > 0 and owner._stopping.wait(decision.delay):
+                self.close_connection = True
+                return
+            self._answer(decision, message, stream)
         except (BrokenPipeError, ConnectionResetError):
             # The client hung up (e.g. its process was killed mid-call); nothing to answer.
             log.debug("client went away before the reply to agent=%s", view.agent)
             self.close_connection = True
+        finally:
+            owner._in_flight(-1)
+
+    def _answer(self, decision: Decision, message: dict[str, Any] | None, stream: bool) -> None:
+        headers = decision.headers
+        if decision.error is not None:
+            self._send_error_reply(decision.error, headers)
+        elif decision.trickle is not None:
+            self._send_trickle(decision.trickle, stream)
+        elif decision.raw is not None:
+            self._send_raw(decision.raw)
+        elif stream:
+            assert message is not None
+            self._send_stream(message, headers)
+        else:
+            assert message is not None
+            self._send_json(200, message, headers)
 
     def _count_tokens(self, raw: bytes) -> None:
         # Same estimate as a reply's usage.input_tokens, so callers that pre-count agree
@@ -347,8 +354,9 @@ class _Handler(BaseHTTPRequestHandler):
     def _send_not_found(self, path: str) -> None:
         self._send_json(404, _error_body("not_found_error", f"no such endpoint: {path}"))
 
-    def _send_error_reply(self, error: ErrorSpec) -> None:
-        headers: dict[str, str] = {}
+    def _send_error_reply(self, error: ErrorSpec, extra: Mapping[str, str] | None = None
+                          ) -> None:
+        headers: dict[str, str] = dict(extra or {})
         if error.retry_after is not None:
             headers["retry-after"] = f"{error.retry_after:g}"
             # The SDK treats a wait of 0 as "no advice" and falls back to its own backoff
@@ -386,11 +394,14 @@ class _Handler(BaseHTTPRequestHandler):
             if self.owner._stopping.wait(every):
                 return
 
-    def _send_stream(self, message: Mapping[str, Any]) -> None:
+    def _send_stream(self, message: Mapping[str, Any],
+                     headers: Mapping[str, str] | None = None) -> None:
         self.send_response(200)
         self.send_header("content-type", "text/event-stream")
         self.send_header("cache-control", "no-cache")
         self.send_header("request-id", _new_id("req"))
+        for key, value in (headers or {}).items():
+            self.send_header(key, value)
         # Chunked, so the connection stays reusable without knowing the length up front.
         self.send_header("transfer-encoding", "chunked")
         self.end_headers()
@@ -429,6 +440,9 @@ class ScriptedServer:
         self._cond = threading.Condition()
         self._records: list[Record] = []
         self._counts: dict[tuple[str | None, str | None], int] = {}
+        # `/v1/messages` requests being answered now, and the most there ever were at once
+        self.in_flight = 0
+        self.peak_in_flight = 0
         self._connections: set[socket.socket] = set()
         self._connections_lock = threading.Lock()
         self._stopping = threading.Event()
@@ -569,6 +583,17 @@ class ScriptedServer:
                         f"{': ' + summary if summary else ''})"
                     )
                 self._cond.wait(remaining)
+
+    def reset_peak(self) -> None:
+        """Start counting `peak_in_flight` afresh (from the requests in flight now)."""
+        with self._cond:
+            self.peak_in_flight = self.in_flight
+
+    def _in_flight(self, change: int) -> None:
+        with self._cond:
+            self.in_flight += change
+            self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
+            self._cond.notify_all()
 
     def _count(self, agent: str | None, team: str | None) -> int:
         with self._cond:

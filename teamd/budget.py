@@ -1,0 +1,99 @@
+"""A team's spend and the budgets that cap it (CONTRACT.md sections 4 and 12).
+
+`.teams/{team}/spend.json` (`{"schema": 1, "spent_usd"}`) holds what the team's model calls
+have cost so far, members since removed included: one small file, read before every call
+and added to under its own lock (taken after the roster's: roster → … → spend.json →
+events). `budget_usd` sits on the team and on each member in `config.json`; `null` is none.
+A member checks both before every model call (`reached`) and pauses while one is reached.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from teamd import files, prices
+from teamd.errors import BadInput, TeamdError
+from teamd.files import Json
+from teamd.layout import Workspace
+
+log = logging.getLogger(__name__)
+
+SCHEMA = 1
+SCOPES = ("member", "team")
+
+
+@dataclass(frozen=True)
+class Reached:
+    """A budget that is spent: whose (`scope`), how much went, of how much."""
+
+    scope: str
+    spent_usd: float
+    budget_usd: float
+
+    def line(self) -> str:
+        """`last_error` of a paused member: "team budget reached: $20.03 of $20.00"."""
+        return (f"{self.scope} budget reached: {prices.dollars(self.spent_usd)} of "
+                f"{prices.dollars(self.budget_usd)}")
+
+
+def parse_usd(value: Any, what: str = "budget") -> float | None:
+    """A budget as given by a person: dollars >= 0, finite; 0 means none (None)."""
+    try:
+        usd = float(value)
+    except (TypeError, ValueError):
+        raise BadInput(f"{what} must be an amount in US dollars, got {value!r}") from None
+    if isinstance(value, bool) or not math.isfinite(usd) or usd < 0:
+        raise BadInput(f"{what} must be an amount in US dollars >= 0 (0 removes it), "
+                       f"got {value!r}")
+    return usd or None
+
+
+def budget_of(doc: Json) -> float | None:
+    """The `budget_usd` of a roster or a member entry (absent, null, 0 or junk: none)."""
+    value = doc.get("budget_usd")
+    if isinstance(value, bool) or not isinstance(value, int | float) \
+            or not math.isfinite(value) or value <= 0:
+        return None
+    return float(value)
+
+
+def spent(ws: Workspace, team: str) -> float:
+    """What the team has spent so far; 0 when nothing was recorded (or the file is bad,
+    said in the log: a bad spend file must not stop a team's calls)."""
+    try:
+        doc = files.read_json(ws.spend(team))
+    except (TeamdError, OSError) as exc:
+        log.warning("%s; counting the team's spend from 0", exc)
+        return 0.0
+    return prices.add((doc or {}).get("spent_usd"), 0.0)
+
+
+def charge(ws: Workspace, team: str, amount: float) -> float:
+    """Add `amount` to the team's spend under its lock; return the new total."""
+    path = ws.spend(team)
+    with files.lock(path):
+        total = prices.add(spent(ws, team), amount)
+        files.write_json(path, {"schema": SCHEMA, "spent_usd": total})
+    return total
+
+
+def start(ws: Workspace, team: str) -> None:
+    """A new team's spend: nothing yet."""
+    files.write_json(ws.spend(team), {"schema": SCHEMA, "spent_usd": 0.0})
+
+
+def reached(config: Json, name: str, team_spent: float) -> Reached | None:
+    """The budget `name` has reached, if any: its own first, then the team's."""
+    member = next((m for m in config["members"] if m["name"] == name), None)
+    if member is not None:
+        mine = budget_of(member)
+        used = prices.add((member.get("usage") or {}).get("cost_usd"), 0.0)
+        if mine is not None and used >= mine:
+            return Reached("member", used, mine)
+    team_budget = budget_of(config)
+    if team_budget is not None and team_spent >= team_budget:
+        return Reached("team", team_spent, team_budget)
+    return None

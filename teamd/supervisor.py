@@ -473,7 +473,7 @@ class Supervisor:
             os.close(go_r)
             from teamd.agent.loop import run_member
 
-            code = run_member(self.ws, team, name)
+            code = run_member(self.ws, team, name, self.conf)
         except SystemExit as exc:
             code = exc.code if isinstance(exc.code, int) else 1
         except BaseException as exc:

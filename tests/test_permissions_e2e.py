@@ -399,6 +399,14 @@ def test_new_rules_apply_from_the_next_call_and_a_bad_rule_keeps_them(
         wait_until(lambda: len(events_of(ws, "alice", "tool_denied")) == 2, T, "a denial")
         wait_status(ws, "alice", "idle")
         assert daemon.proc.poll() is None and live_pid(ws, TEAM, "alice") == pid
+        # a member forked while the file is broken starts with the rules in force too
+        # (it does not crash on the bad rule, nor run with none)
+        actions.restart(ws, TEAM, "alice")
+        wait_until(lambda: (live_pid(ws, TEAM, "alice") or pid) != pid, T, "a new alice")
+        wait_status(ws, "alice", "idle")
+        actions.send(ws, TEAM, "alice", "RUN-3 again")
+        wait_until(lambda: len(events_of(ws, "alice", "tool_denied")) == 3, T, "a denial")
+        assert member(ws, TEAM, "alice")["restarts"] == 0
     assert lines(runs) == ["1"]
 
 

@@ -65,22 +65,27 @@ class Leave(Exception):
 SESSION_RETRY_FIRST, SESSION_RETRY_MAX = 1.0, 30.0
 
 
-def run_member(ws: Workspace, team: str, name: str) -> int:
-    """Entry point in the forked child. Returns the exit code (0 shutdown, 75 sleep)."""
+def run_member(ws: Workspace, team: str, name: str,
+               conf: settings.Settings | None = None) -> int:
+    """Entry point in the forked child. Returns the exit code (0 shutdown, 75 sleep).
+    `conf`: the supervisor's settings in force, kept while teamd.toml is broken."""
     logging.basicConfig(level=logging.INFO,
                         format=f"%(asctime)s {name}@{team} %(levelname)s %(message)s")
     for noisy in ("httpx", "httpx2", "anthropic"):  # one INFO line per request otherwise
         logging.getLogger(noisy).setLevel(logging.WARNING)
     try:
-        return Member(ws, team, name).run()
+        return Member(ws, team, name, conf).run()
     except Leave as leaving:
         return leaving.code
 
 
 class Member:
-    def __init__(self, ws: Workspace, team: str, name: str) -> None:
+    def __init__(self, ws: Workspace, team: str, name: str,
+                 conf: settings.Settings | None = None) -> None:
         self.ws, self.team, self.name = ws, team, name
-        self.conf = settings.load(ws)
+        # a teamd.toml broken since the supervisor last read it keeps the settings in
+        # force (CONTRACT §10, §11): a member forked meanwhile must not crash on it
+        self.conf = settings.load(ws) if conf is None else settings.load_or_keep(ws, conf)
         member = roster.get(roster.load(ws, team), name)
         self.kind = member.get("kind", "teammate")
         self.cwd = Path(member["cwd"])
@@ -95,7 +100,7 @@ class Member:
                                bash_timeout=self.conf.bash_timeout,
                                plan_mode_required=bool(member.get("plan_mode_required")),
                                joined_at=member.get("joined_at"),
-                               waiter=self.await_permission)
+                               waiter=self.await_permission, conf=self.conf)
         self.specs = specs_for(self.kind)
         self.session = Session.load(ws.session(team, name))
         self.session.when_stuck = self.session_stuck

@@ -350,7 +350,8 @@ class Toolbox:
     def __init__(self, ws: Workspace, team: str, member: str, *, kind: str, cwd: Path,
                  bash_timeout: float, plan_mode_required: bool,
                  joined_at: float | None = None,
-                 waiter: Callable[[str], Json] | None = None) -> None:
+                 waiter: Callable[[str], Json] | None = None,
+                 conf: settings_mod.Settings | None = None) -> None:
         if kind not in KINDS:
             raise ValueError(f"unknown member kind {kind!r}; one of: {', '.join(KINDS)}")
         self.ws = ws
@@ -374,7 +375,9 @@ class Toolbox:
         #: blocks until a permission request is answered, returns its record (the agent
         #: loop's, which keeps taking in the inbox meanwhile); None: asks are refused
         self.waiter = waiter
-        self.conf = settings_mod.load_or_keep(ws, settings_mod.Settings())
+        # `conf`: the settings in force (the member's, from the supervisor that forked it):
+        # a broken teamd.toml keeps them, never falls back to no rules and no hooks
+        self.conf = conf if conf is not None else settings_mod.load(ws)
         self._use_id: str | None = None
 
     def settings(self) -> settings_mod.Settings:

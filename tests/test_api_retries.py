@@ -270,3 +270,27 @@ def test_a_refused_member_waits_for_a_message_without_sleeping(
 def refused_at(ws: Workspace) -> float:
     """When alice's refusal was journaled (its failed model_call)."""
     return max(e["ts"] for e in events_of(ws, "alice", "model_call") if e["error"])
+
+
+def test_a_refused_call_with_a_full_batch_still_hears_the_next_message(
+        ws: Workspace, server: ScriptedServer, workdir: Path) -> None:
+    """101 messages wait for alice: she takes in 100 (a full batch), the call is refused,
+    and the next message must still reach her model, with the one left over."""
+    server.add_rule({"name": "good", "agent": "alice", "contains": "GOOD-2",
+                     "reply": send_to_lead("HEARD")})
+    server.add_rule({"name": "400", "agent": "alice", "contains": "FILL-", "times": 1,
+                     "error": 400})
+    make_team(ws, workdir, "alice")
+    for n in range(101):  # before teamd runs: all in the inbox at her first drain
+        actions.send(ws, TEAM, "alice", f"FILL-{n}")
+    with running_teamd(ws, server.url):
+        wait_until(lambda: "not retried" in last_error(ws, "alice"), T, "the refusal")
+        refused = [r for r in server.requests if r["agent"] == "alice"]
+        assert [r["rule"] for r in refused] == ["400"]
+        assert "FILL-99" in json.dumps(refused[0]["body"]) and \
+            "FILL-100" not in json.dumps(refused[0]["body"])  # a batch of 100
+        wait_status(ws, "alice", "idle")
+        actions.send(ws, TEAM, "alice", "GOOD-2 now")
+        lead_got(ws, lambda m: m["content"] == "HEARD", "the answer to the next message")
+    heard = requests_with(server, "GOOD-2")
+    assert heard and "FILL-100" in json.dumps(heard[0]["body"])  # the leftover came too

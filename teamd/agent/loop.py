@@ -40,7 +40,7 @@ from teamd.agent.session import INTERRUPTED, Session, compacted_head
 from teamd.agent.tools import Blocked, Toolbox, specs_for
 from teamd.errors import BadInput, TeamdError
 from teamd.files import Json
-from teamd.layout import LEAD, Workspace
+from teamd.layout import LEAD, USER, Workspace
 from teamd.proc import EXIT_SHUTDOWN, EXIT_SLEEP, drain_fd
 from teamd.watch import Watcher
 
@@ -108,6 +108,7 @@ class Member:
         self.status: str | None = member.get("status")
         self.last_context = 0
         self.api_failures = 0  # failed model calls in a row
+        self.intake_floor = 0  # session records before this count toward no batch
         self.watcher: Watcher | None = None
         self.wakeup = -1  # read end of the signal wakeup pipe (see `run`)
         self.api_told: set[str] = set()  # the lead heard of this trouble ("retrying", …)
@@ -461,7 +462,10 @@ class Member:
         """Messages (and bytes of their content) taken in since the model last answered:
         they count toward the one call's batch limit."""
         count = content = 0
-        for record in reversed(self.session.records):
+        records = self.session.records
+        # a refused call (api_refused) opens a new batch: the member waits for its next
+        # message, which must not find the batch still full of what the model never read
+        for record in reversed(records[self.intake_floor:]):
             if record["type"] == "assistant":
                 break
             if record["type"] == "inbox":
@@ -604,7 +608,7 @@ class Member:
             raise_it = f"teamctl budget {self.team} USD" + (
                 f" --member {self.name}" if reached.scope == "member" else "")
             # the LLM lead's own pause goes to the person beside it
-            recipient = "user" if self.kind == "lead" else LEAD
+            recipient = USER if self.kind == "lead" else LEAD
             inbox.deliver(self.ws, self.team, [inbox.make(
                 "budget_reached", self.name, recipient,
                 f"{self.name} is paused: {line}; `{raise_it}` raises it", member=self.name,
@@ -770,17 +774,20 @@ class Member:
         waits for its next message (`turn`)."""
         line = f"{text}; not retried, waiting for the next message"
         log.error(line)
+        self.intake_floor = len(self.session.records)
         self.update_member(last_error=line)
         self.tell_lead_once("refused", f"the model API refused the call ({text}); not "
                             "retried: waiting for the next message")
 
     def tell_lead_once(self, what: str, text: str) -> None:
-        """One message to the lead per kind of trouble, until a call succeeds again."""
-        if what in self.api_told or self.kind == "lead":
+        """One message to the lead per kind of trouble, until a call succeeds again (an
+        LLM lead's own trouble goes to the person, as its `member_failed` does)."""
+        if what in self.api_told:
             return
         self.api_told.add(what)
         inbox.deliver(self.ws, self.team, [inbox.make(
-            "message", self.name, LEAD, f"{self.name}: {text}")])
+            "message", self.name, USER if self.kind == "lead" else LEAD,
+            f"{self.name}: {text}")])
 
     def compact(self) -> None:
         """Summarise a long history with the model; keep the full one in transcripts/."""

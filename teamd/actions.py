@@ -213,11 +213,14 @@ def send(ws: Workspace, team: str, recipient: str, content: str, *, type_: str =
         if not request_id or approve is None:
             raise BadInput("permission_response needs --request-id and --approve or --reject")
         record = requests.get(ws, team, request_id)
-        if (record["kind"], record["recipient"], record["sender"]) != \
-                ("permission", sender, recipient):
+        # asked of the lead (or, for the LLM lead's own asks, of the person); the person
+        # may answer any of them (CONTRACT §3: "lead or the person")
+        if record["kind"] != "permission" or record["sender"] != recipient \
+                or sender not in (record["recipient"], me):
             raise BadInput(f"request {request_id!r} is not a permission request from "
                            f"{recipient} to {sender}")
-        return answer_request(ws, team, request_id, approve, feedback or reason)
+        return answer_request(ws, team, request_id, approve, feedback or reason,
+                              sender=sender)
     if type_ == "shutdown_request":
         if sender not in (LEAD, me):
             raise BadInput(f"only the lead or the person ({me}) sends shutdown_request")
@@ -566,12 +569,17 @@ def answer_request(ws: Workspace, team: str, request_id: str, approve: bool,
     inbox.check_content(text)
     if feedback:
         inbox.check_content(feedback)
+    # the "always" rule is checked before anything is written (a bad one: exit 2, nothing
+    # changed), and added only once the answer is in the member's inbox: the response is
+    # what wakes it, so no failure after the answer may leave it waiting
+    rule = permissions.always_rule(record["tool"], record.get("argument") or "") \
+        if always and approve else None
     record = requests.answer(ws, team, request_id, approve, feedback=feedback)
-    if always and approve:
-        permissions.add_always(ws, team, record["tool"], record.get("argument") or "")
     msg = inbox.make(type_, sender, record["sender"], text,
                      request_id=request_id, approve=approve, feedback=feedback)
     inbox.deliver(ws, team, [msg])
+    if rule is not None:
+        permissions.add_always(ws, team, rule)
     return msg
 
 

@@ -182,10 +182,18 @@ def always_rules(ws: Workspace, team: str) -> tuple[Rule, ...]:
     return tuple(out)
 
 
-def add_always(ws: Workspace, team: str, tool: str, argument: str) -> str:
-    """Add `Tool(exact argument)` to the team's permissions.json; returns the rule."""
+def always_rule(tool: str, argument: str) -> str:
+    """`Tool(exact argument)`, the rule `approve --always` adds; BadInput if it is none
+    (an empty argument would be `bash()`, which allows nothing)."""
+    if not argument.strip():
+        raise BadInput(f"--always needs a call with an argument; this {tool} call has none")
     rule = f"{tool}({escape(argument)})"
     parse_rule(rule)
+    return rule
+
+
+def add_always(ws: Workspace, team: str, rule: str) -> str:
+    """Add a rule made by `always_rule` to the team's permissions.json; returns it."""
     path = always_path(ws, team)
     with files.lock(path):
         doc = files.read_json(path) or {"schema": 1, "allow": []}

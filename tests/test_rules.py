@@ -111,9 +111,9 @@ def test_escape_makes_a_glob_that_matches_only_itself() -> None:
 def test_always_rules_live_in_the_team_file(ws: Workspace, tmp_path: Path) -> None:
     actions.create_team(ws, "t")
     assert permissions.always_rules(ws, "t") == ()
-    rule = permissions.add_always(ws, "t", "bash", "rm *.tmp")
+    rule = permissions.add_always(ws, "t", permissions.always_rule("bash", "rm *.tmp"))
     assert rule == "bash(rm [*].tmp)"
-    assert permissions.add_always(ws, "t", "bash", "rm *.tmp") == rule  # once
+    assert permissions.add_always(ws, "t", rule) == rule  # once
     path = ws.team_dir("t") / "permissions.json"
     doc = json.loads(path.read_text())
     assert doc == {"schema": 1, "allow": ["bash(rm [*].tmp)"]}
@@ -212,3 +212,33 @@ def test_the_llm_leads_own_asks_go_to_the_person(ws: Workspace, tmp_path: Path) 
                    plan_mode_required=False)
     refused = bare.run("write_file", {"path": "b.txt", "content": "x"})
     assert refused.is_error and "needs permission" in refused.content
+
+
+def test_a_bad_always_changes_nothing_and_the_person_may_answer_by_send(
+        ws: Workspace, tmp_path: Path) -> None:
+    """`approve --always` on a call with no argument is refused before the answer (exit 2,
+    nothing changed: the member would otherwise wait for a response that never comes); the
+    person beside an LLM lead may answer a teammate's ask with `send --type
+    permission_response`, as `user`."""
+    from teamd import inbox, requests
+    from teamd.errors import BadInput
+
+    work = tmp_path / "work"
+    work.mkdir()
+    actions.create_team(ws, "t")
+    actions.spawn(ws, "t", "lead", "Lead the team", lead=True, cwd=str(work))
+    actions.spawn(ws, "t", "alice", "Work", cwd=str(work))
+    blank = permissions.open_ask(ws, "t", "alice", "lead", "bash", {"command": "   "}, "",
+                                 "default", "perm-00000000aa")
+    with pytest.raises(BadInput, match="--always needs a call with an argument"):
+        actions.answer_request(ws, "t", blank["request_id"], True, always=True)
+    assert requests.get(ws, "t", blank["request_id"])["status"] == "pending"
+    assert not inbox.peek(ws, "t", "alice")
+    assert permissions.always_rules(ws, "t") == ()
+    ask = permissions.open_ask(ws, "t", "alice", "lead", "bash", {"command": "git push"},
+                               "git push", "bash(git push*)", "perm-00000000bb")
+    actions.send(ws, "t", "alice", "go ahead", type_="permission_response",
+                 request_id=ask["request_id"], approve=True)
+    assert requests.get(ws, "t", ask["request_id"])["status"] == "approved"
+    [answer] = [m for m in inbox.peek(ws, "t", "alice") if m["type"] == "permission_response"]
+    assert (answer["sender"], answer["approve"]) == ("user", True)

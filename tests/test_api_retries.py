@@ -4,6 +4,7 @@ a real `teamd run`, the real `anthropic` SDK over real HTTP, the scripted model 
 from __future__ import annotations
 
 import json
+import signal
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -294,3 +295,20 @@ def test_a_refused_call_with_a_full_batch_still_hears_the_next_message(
         lead_got(ws, lambda m: m["content"] == "HEARD", "the answer to the next message")
     heard = requests_with(server, "GOOD-2")
     assert heard and "FILL-100" in json.dumps(heard[0]["body"])  # the leftover came too
+
+
+def test_a_new_api_timeout_applies_to_a_running_member_from_its_next_call(
+        ws: Workspace, server: ScriptedServer, workdir: Path) -> None:
+    server.add_rule({"agent": "alice", "contains": "SLOW-1", "times": 1, "trickle": 0.2})
+    server.add_rule({"agent": "alice", "contains": "SLOW-1", "reply": send_to_lead("AT-LAST")})
+    make_team(ws, workdir, "alice")
+    with running_teamd(ws, server.url) as daemon:
+        wait_status(ws, "alice", "idle")
+        pid = live_pid(ws, TEAM, "alice")
+        ws.settings_file.write_text("api_timeout = 2\n")  # was the default, 600 s
+        daemon.proc.send_signal(signal.SIGHUP)
+        actions.send(ws, TEAM, "alice", "SLOW-1 take your time")
+        wait_until(lambda: "no answer within 2 s" in last_error(ws, "alice"), T,
+                   "the new bound in last_error")
+        lead_got(ws, lambda m: m["content"] == "AT-LAST", "the answer on the next try")
+        assert live_pid(ws, TEAM, "alice") == pid  # no restart needed

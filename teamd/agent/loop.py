@@ -637,6 +637,8 @@ class Member:
         while True:
             # teamd.toml as it is now (SIGHUP applies from the next call: prices, limits)
             self.conf = settings.load_or_keep(self.ws, self.conf)
+            if self.client.api_timeout != self.conf.api_timeout:
+                self.client = model.make_client(self.conf.api_timeout)  # a new bound
             self.wait_within_budget()
             self.wait_out_shared_backoff()
             # "active" reaches the roster as soon as the request has left, not before it:

@@ -451,12 +451,14 @@ def restart_all(ws: Workspace, team: str, *, only_stopped: bool = False) -> list
         return [m["name"] for m in chosen]
 
 
-def down(ws: Workspace, team: str, *, force: bool = False, sender: str = LEAD) -> Json:
+def down(ws: Workspace, team: str, *, force: bool = False, sender: str | None = None) -> Json:
     """`down TEAM`: the shutdown handshake for every member still meant to run (`force`, or
-    an LLM lead: desired=stopped instead); the team stays. Returns {"requests": records
-    opened and still to be answered, "answered": names shut down at once (no process),
-    "stopped": names given desired=stopped}."""
+    an LLM lead: desired=stopped instead); the team stays. `sender` (who asks, and hears the
+    answers) defaults to the person: `lead`, or `user` beside an LLM lead (CONTRACT §2).
+    Returns {"requests": records opened and still to be answered, "answered": names shut
+    down at once (no process), "stopped": names given desired=stopped}."""
     config = require_team(ws, team)
+    sender = sender or roster.person(config)
     out: Json = {"requests": [], "answered": [], "stopped": []}
     for m in config["members"]:
         name = m["name"]
@@ -593,16 +595,19 @@ def live_members(config: Json) -> list[Json]:
 
 
 def begin_delete(ws: Workspace, team: str, *, force: bool = False, purge: bool = False,
-                 sender: str = LEAD) -> list[Json]:
+                 sender: str | None = None) -> list[Json]:
     """Start deleting a team: `state=deleting`, then a shutdown request to every live member
     (with `force`, or for a lead or the sender itself: `desired=stopped`, which the
-    supervisor carries out). Returns the shutdown requests opened.
+    supervisor carries out). `sender` (who asks, and hears the answers) defaults to the
+    person: `lead`, or `user` beside an LLM lead (CONTRACT §2). Returns the shutdown
+    requests opened.
 
     All of it under one roster lock: the supervisor removes a team only under that lock,
     so it cannot take the folders away half-way (CONTRACT §9, `delete`)."""
     require_team(ws, team)
     opened: list[Json] = []
     with roster.locked(ws, team) as config:
+        sender = sender or roster.person(config)
         if config.get("state") != "deleting":
             config["state"] = "deleting"
             events.emit(ws, team, "team_deleting")

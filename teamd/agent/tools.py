@@ -703,7 +703,8 @@ class Toolbox:
         """The id of this member's plan request still awaiting the lead, or None. One
         file read while a plan is pending; nothing at all once it is answered."""
         if not self._pending_plan_known:
-            found = requests.pending_plan(self.ws, self.team, self.member)
+            found = requests.pending_plan(self.ws, self.team, self.member,
+                                          since=self.joined_at)
             self._pending_plan = found["request_id"] if found else None
             self._pending_plan_known = True
         if self._pending_plan is not None:

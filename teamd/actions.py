@@ -454,12 +454,14 @@ def restart_all(ws: Workspace, team: str, *, only_stopped: bool = False) -> list
         return [m["name"] for m in chosen]
 
 
-def down(ws: Workspace, team: str, *, force: bool = False, sender: str = LEAD) -> Json:
+def down(ws: Workspace, team: str, *, force: bool = False, sender: str | None = None) -> Json:
     """`down TEAM`: the shutdown handshake for every member still meant to run (`force`, or
-    an LLM lead: desired=stopped instead); the team stays. Returns {"requests": records
-    opened and still to be answered, "answered": names shut down at once (no process),
-    "stopped": names given desired=stopped}."""
+    an LLM lead: desired=stopped instead); the team stays. `sender` (who asks, and hears the
+    answers) defaults to the person: `lead`, or `user` beside an LLM lead (CONTRACT §2).
+    Returns {"requests": records opened and still to be answered, "answered": names shut
+    down at once (no process), "stopped": names given desired=stopped}."""
     config = require_team(ws, team)
+    sender = sender or roster.person(config)
     out: Json = {"requests": [], "answered": [], "stopped": []}
     for m in config["members"]:
         name = m["name"]
@@ -494,7 +496,9 @@ def still_up(ws: Workspace, team: str, names: list[str] | None = None) -> list[s
 
 def remove_member(ws: Workspace, team: str, name: str) -> Json:
     """Take a member with no live process out of the roster for good: its unfinished tasks
-    go back to pending, its status file goes, and its git worktree is removed if that loses
+    go back to pending, its status file goes, its pending requests are rejected (`removed`),
+    its session and inbox are moved to `removed/{name}-{ts}/` (a member spawned again by
+    that name starts afresh), and its git worktree is removed if that loses
     nothing (else kept and said so: `worktree_kept`). Returns the roster entry removed,
     with `worktree_report` (from `worktrees.release`) when it had a worktree."""
     validate_member_name(name)
@@ -508,10 +512,46 @@ def remove_member(ws: Workspace, team: str, name: str) -> Json:
     board.release(ws, team, name)
     status_file = ws.team_dir(team) / "members" / f"{name}.json"
     status_file.unlink(missing_ok=True)
+    _close_requests_of(ws, team, name)
+    _set_aside(ws, team, name)
     events.emit(ws, team, "member_removed", member=name, kind=member["kind"],
                 role=member.get("role", ""))
     report = worktrees.release(ws, team, member)  # no lock held: git runs
     return {**member, "worktree_report": report} if report else member
+
+
+def _close_requests_of(ws: Workspace, team: str, name: str) -> None:
+    """A member removed for good leaves no request open: what it sent or was sent and is
+    still pending is answered `rejected`, reason `removed` (compare-and-set: one answered
+    meanwhile keeps its answer), so a plan of it never blocks a new member of that name."""
+    for record in requests.list_requests(ws, team, pending_only=True):
+        if name in (record.get("sender"), record.get("recipient")):
+            try:
+                requests.answer(ws, team, record["request_id"], False, reason="removed")
+            except BadInput:
+                pass  # answered meanwhile
+
+
+def _set_aside(ws: Workspace, team: str, name: str) -> Path | None:
+    """Move a removed member's session and inbox to `removed/{name}-{ts}/` (for a person to
+    read), so a member spawned again by that name starts with its own prompt and nothing
+    of the old one's history (CONTRACT §6). Each file moved under its own lock, in the
+    contract's order (inbox, then session). Returns the folder, or None if nothing moved."""
+    moves = [(ws.inbox(team, name), "inbox.jsonl"), (ws.session(team, name), "session.jsonl")]
+    if not any(path.exists() for path, _ in moves):
+        return None
+    folder = files.ensure_dir(ws.removed_dir(team) / f"{name}-{_stamp(time.time())}")
+    for path, kept in moves:
+        if path.parent.is_dir():
+            with files.lock(path):
+                if path.exists():
+                    os.replace(path, folder / kept)
+    return folder
+
+
+def _stamp(now: float) -> str:
+    """YYYYmmddTHHMMSS.ffffff, local time: the stamp of archive and removed folders."""
+    return time.strftime("%Y%m%dT%H%M%S", time.localtime(now)) + f".{int(now % 1 * 1e6):06d}"
 
 
 def add_task(ws: Workspace, team: str, subject: str, description: str = "",
@@ -601,16 +641,19 @@ def live_members(config: Json) -> list[Json]:
 
 
 def begin_delete(ws: Workspace, team: str, *, force: bool = False, purge: bool = False,
-                 sender: str = LEAD) -> list[Json]:
+                 sender: str | None = None) -> list[Json]:
     """Start deleting a team: `state=deleting`, then a shutdown request to every live member
     (with `force`, or for a lead or the sender itself: `desired=stopped`, which the
-    supervisor carries out). Returns the shutdown requests opened.
+    supervisor carries out). `sender` (who asks, and hears the answers) defaults to the
+    person: `lead`, or `user` beside an LLM lead (CONTRACT §2). Returns the shutdown
+    requests opened.
 
     All of it under one roster lock: the supervisor removes a team only under that lock,
     so it cannot take the folders away half-way (CONTRACT §9, `delete`)."""
     require_team(ws, team)
     opened: list[Json] = []
     with roster.locked(ws, team) as config:
+        sender = sender or roster.person(config)
         if config.get("state") != "deleting":
             config["state"] = "deleting"
             events.emit(ws, team, "team_deleting")
@@ -669,8 +712,7 @@ def remove_team(ws: Workspace, team: str) -> Path | None:
             if live_members(config):
                 raise TeamdError(f"team {team!r} still has live members")
             now = time.time()
-            stamp = time.strftime("%Y%m%dT%H%M%S", time.localtime(now)) + \
-                f".{int(now % 1 * 1e6):06d}"
+            stamp = _stamp(now)
             purge = bool(config.get("purge"))
             if purge:
                 target = ws.teams_dir / f".deleted-{team}-{stamp}-{os.getpid()}"
@@ -704,7 +746,7 @@ def remove_team(ws: Workspace, team: str) -> Path | None:
 
 
 #: what an archive keeps of a team folder; inboxes, requests and locks are dropped
-ARCHIVED = ("config.json", "sessions", "transcripts", "logs", "tasks")
+ARCHIVED = ("config.json", "sessions", "transcripts", "logs", "tasks", "removed")
 
 
 def _prune_archive(folder: Path) -> None:

@@ -24,6 +24,14 @@ STATUSES = ("pending", "in_progress", "completed")
 UNSET: Any = object()  # "leave the owner alone", distinct from None ("no owner")
 
 
+class NotHolder(BadInput):
+    """`update(holder=…)` found the task owned by someone else (CONTRACT §8)."""
+
+    def __init__(self, task_id: int, owner: str) -> None:
+        super().__init__(f"task #{task_id} belongs to {owner}")
+        self.owner = owner
+
+
 @contextmanager
 def locked(ws: Workspace, team: str) -> Iterator[None]:
     folder = ws.tasks_dir(team)
@@ -165,9 +173,11 @@ def create(ws: Workspace, team: str, subject: str, description: str = "",
 def update(ws: Workspace, team: str, task_id: int, *, status: str | None = None,
            owner: Any = UNSET, add_blocked_by: Iterable[int] = (),
            add_blocks: Iterable[int] = (), actor: str = "lead",
-           add_commits: Iterable[str] = ()) -> Json:
+           add_commits: Iterable[str] = (), holder: str | None = None) -> Json:
     """Change a task. `owner=None` clears the owner; leaving it out leaves it alone.
-    `add_commits` appends commit ids (a worktree member's work for it) not listed yet."""
+    `add_commits` appends commit ids (a worktree member's work for it) not listed yet.
+    `holder` (a teammate changing a task): NotHolder, nothing changed, unless the task is
+    unowned or owned by `holder`, checked under the board lock."""
     if status is not None and status not in STATUSES:
         raise BadInput(f"unknown task status {status!r}; one of: {', '.join(STATUSES)}")
     add_blocked_by, add_blocks = [int(b) for b in add_blocked_by], [int(d) for d in add_blocks]
@@ -181,6 +191,8 @@ def update(ws: Workspace, team: str, task_id: int, *, status: str | None = None,
         if task_id not in tasks:
             raise BadInput(f"unknown task #{task_id} in team {team!r}")
         task = tasks[task_id]
+        if holder is not None and task["owner"] not in (None, holder):
+            raise NotHolder(task_id, task["owner"])
         edges = _check_edges(tasks, task_id, add_blocked_by, add_blocks)
         changes: dict[str, Any] = {}
         now = time.time()

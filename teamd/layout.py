@@ -138,6 +138,11 @@ class Workspace:
             raise BadInput(f"invalid request id {request_id!r}")
         return self.requests_dir(team) / f"{request_id}.json"
 
+    def removed_dir(self, team: str) -> Path:
+        """Where `remove` keeps a removed member's session and inbox, for a person to read
+        (`removed/{name}-{ts}/`): a member spawned again by that name starts afresh."""
+        return self.team_dir(team) / "removed"
+
     def sessions_dir(self, team: str) -> Path:
         return self.team_dir(team) / "sessions"
 

@@ -128,7 +128,11 @@ def gate_open(records: list[Json], member: str, since: float | None = None) -> b
                for r in records)
 
 
-def pending_plan(ws: Workspace, team: str, member: str) -> Json | None:
-    """The plan request of `member` still waiting for the lead's answer, if any."""
+def pending_plan(ws: Workspace, team: str, member: str, since: float | None = None
+                 ) -> Json | None:
+    """The plan request of `member` still waiting for the lead's answer, if any, made since
+    it joined (`since`: its `joined_at`; a plan of a removed member of that name is not
+    the new member's)."""
     return next((r for r in list_requests(ws, team, pending_only=True)
-                 if r["kind"] == "plan_approval" and r["sender"] == member), None)
+                 if r["kind"] == "plan_approval" and r["sender"] == member
+                 and (r.get("created_at") or 0) >= (since or 0)), None)

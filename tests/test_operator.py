@@ -405,3 +405,53 @@ def test_help_version_and_bare_teamctl(ws: Workspace) -> None:
         assert b"Example" in done.stdout, name  # every command teaches by example
     wrong = run(ws, "stauts")
     assert wrong.returncode == 2 and b"Did you mean 'status'" in wrong.stderr
+
+
+def test_a_removed_member_spawned_again_starts_afresh(ws: Workspace, team: str) -> None:
+    """CONTRACT §4/§6: `remove` takes a member out for good. The same name spawned again
+    starts with its own prompt and no history, and a plan the old one left pending is
+    answered `rejected` (`removed`) and blocks nothing of the new one."""
+    def submit(plan: str) -> dict[str, object]:
+        return {"content": [{"type": "tool_use", "name": "SubmitPlan", "input": {"plan": plan}}]}
+
+    with ScriptedServer({"rules": [
+        {"agent": "dave", "contains": "old prompt", "reply": submit("old plan")},
+        {"agent": "dave", "contains": "new prompt", "reply": submit("new plan")},
+    ], "default": {"content": [{"type": "text", "text": "Waiting."}]}}) as server:
+        actions.spawn(ws, TEAM, "dave", "the old prompt", plan_mode=True)
+
+        def plans() -> list[files.Json]:
+            return [r for r in requests.list_requests(ws, TEAM)
+                    if r["kind"] == "plan_approval" and r["sender"] == "dave"]
+
+        def idle_with(count: int) -> bool:
+            dave = roster.find(roster.load(ws, TEAM), "dave")
+            return len(plans()) == count and dave is not None and dave["status"] == "idle"
+
+        with running_teamd(ws, server.url, idle_timeout=60):
+            wait_until(lambda: idle_with(1), T, "the old plan pending, dave idle")
+            [old] = plans()
+            assert old["status"] == "pending"
+            done = run(ws, "remove", TEAM, "dave", "--timeout", str(T))
+            assert done.returncode == 0, done.stderr
+            old = requests.get(ws, TEAM, old["request_id"])
+            assert (old["status"], old["reason"]) == ("rejected", "removed")
+            # the old history and inbox are set aside, for a person to read
+            assert not ws.session(TEAM, "dave").exists()
+            assert not ws.inbox(TEAM, "dave").exists()
+            [kept] = list(ws.removed_dir(TEAM).iterdir())
+            assert kept.name.startswith("dave-") and kept.stat().st_mode & 0o777 == 0o700
+            assert "the old prompt" in (kept / "session.jsonl").read_text()
+            done = run(ws, "spawn", TEAM, "dave", "--prompt", "the new prompt", "--plan-mode")
+            assert done.returncode == 0, done.stderr
+            wait_until(lambda: idle_with(2), T, "the new plan submitted, dave idle")
+        new = [r for r in plans() if r["request_id"] != old["request_id"]]
+        assert [(r["status"], r["plan"]) for r in new] == [("pending", "new plan")]
+        first = next(r for r in server.requests if r["agent"] == "dave"
+                     and "the new prompt" in json.dumps(r["body"]["messages"]))
+        assert "the old prompt" not in json.dumps(first["body"]["messages"])
+        session = files.read_jsonl(ws.session(TEAM, "dave")).records
+        assert session[0]["content"][0]["text"] == "the new prompt"
+        assert not any("the old prompt" in json.dumps(rec) or "old plan" in json.dumps(rec)
+                       for rec in session)
+    assert run(ws, "transcript", TEAM, "dave").returncode == 0

@@ -14,7 +14,7 @@ import pytest
 from typer.testing import CliRunner, Result
 
 from teamctl.cli import app
-from teamd import actions, inbox, requests
+from teamd import actions, files, inbox, requests
 from teamd.agent.tools import Toolbox
 from teamd.errors import BadInput
 from teamd.layout import Workspace, validate_member_name
@@ -204,3 +204,57 @@ def test_member_failed_of_the_llm_lead_goes_to_the_person(ws: Workspace, tmp_pat
     assert [(m["type"], m["sender"], m["member"]) for m in told] == [
         ("member_failed", "teamd", "lead")]
     assert inbox.peek(ws, TEAM, "lead") == []
+
+
+def test_down_remove_and_delete_ask_as_the_person_beside_an_llm_lead(
+        ws: Workspace, tmp_path: Path, server: ScriptedServer) -> None:
+    """`teamctl down`, `remove` and `delete` are the person's requests (CONTRACT §2): beside
+    an LLM lead they are sent as `user`, and every answer comes back to `user_inbox.jsonl`,
+    never to the LLM lead."""
+    actions.create_team(ws, TEAM)
+    actions.spawn(ws, TEAM, "lead", "Lead the team.", lead=True, cwd=str(tmp_path))
+    for name in ("alice", "bob"):
+        actions.spawn(ws, TEAM, name, "Work.", cwd=str(tmp_path))
+    env = clean_env()
+
+    def all_idle() -> bool:
+        return all(member(ws, TEAM, n)["status"] == "idle" for n in ("lead", "alice", "bob"))
+
+    def answers(box: str) -> list[tuple[str, str]]:
+        return sorted((m["sender"], m["request_id"]) for m in inbox.peek(ws, TEAM, box)
+                      if m["type"] == "shutdown_response")
+
+    def asked() -> dict[str, tuple[str, str]]:
+        return {r["request_id"]: (r["sender"], r["recipient"])
+                for r in requests.list_requests(ws, TEAM) if r["kind"] == "shutdown"}
+
+    with running_teamd(ws, server.url, idle_timeout=60):
+        wait_until(all_idle, T, "everyone idle")
+        done = teamctl(ws.root, "down", TEAM, "--wait", "--timeout", str(T), env=env)
+        assert done.returncode == 0, done.stderr
+        assert sorted(asked().values()) == [("user", "alice"), ("user", "bob")]
+        # the lead is down too: anything sent to it would still sit in its inbox
+        assert answers("lead") == []
+        assert answers("user") == sorted((who, rid) for rid, (_, who) in asked().items())
+        assert teamctl(ws.root, "inbox", TEAM, env=env).returncode == 0  # drained
+        assert teamctl(ws.root, "up", TEAM, env=env).returncode == 0
+        wait_until(all_idle, T, "everyone idle again")
+        before = set(asked())
+        done = teamctl(ws.root, "remove", TEAM, "alice", "--timeout", str(T), env=env)
+        assert done.returncode == 0, done.stderr
+        [rid] = set(asked()) - before
+        assert asked()[rid] == ("user", "alice")
+        wait_until(lambda: answers("user"), T, "alice's answer to the person")
+        assert answers("user") == [("alice", rid)] and answers("lead") == []
+        done = teamctl(ws.root, "delete", TEAM, "--timeout", str(T), env=env)
+        assert done.returncode == 0, done.stderr
+    journal = files.read_jsonl(ws.archives(TEAM)[-1] / "events.jsonl").records
+    opened = [(e["member"], e["recipient"]) for e in journal
+              if e["event"] == "request_opened" and e["kind"] == "shutdown"]
+    assert opened == [("user", "alice"), ("user", "bob"), ("user", "alice"), ("user", "bob")]
+    told = [(e["message"]["sender"], e["message"]["recipient"]) for e in journal
+            if e["event"] == "message" and e["message"]["type"] == "shutdown_response"]
+    assert sorted(told) == [("alice", "user"), ("alice", "user"), ("bob", "user"),
+                            ("bob", "user")]
+    assert not any("shutdown_response" in r["last_user_text"] for r in server.requests
+                   if r["agent"] == "lead")

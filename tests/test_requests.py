@@ -115,3 +115,15 @@ def test_racing_answers_from_processes_exactly_one_wins(ws: Workspace, team: str
     assert status == ("approved" if winners[0] % 2 == 0 else "rejected")
     answered = [r for r in events.read(ws, team) if r["event"] == "request_answered"]
     assert len(answered) == 1
+
+
+def test_a_pending_plan_counts_only_since_the_member_joined(ws: Workspace, team: str) -> None:
+    """A plan left pending by an earlier member of the same name is not the new one's."""
+    old = requests.open_request(ws, TEAM, "plan_approval", "dave", "lead", plan="old")
+    joined_at = old["created_at"] + 1.0
+    assert requests.pending_plan(ws, TEAM, "dave")["request_id"] == old["request_id"]
+    assert requests.pending_plan(ws, TEAM, "dave", since=joined_at) is None
+    new = requests.open_request(ws, TEAM, "plan_approval", "dave", "lead", plan="new",
+                                request_id="plan-new")
+    files.write_json(ws.request(TEAM, "plan-new"), {**new, "created_at": joined_at})
+    assert requests.pending_plan(ws, TEAM, "dave", since=joined_at)["request_id"] == "plan-new"

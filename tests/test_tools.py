@@ -445,6 +445,42 @@ def test_task_tools(ws: Workspace, team: str, workdir: Path) -> None:
         "#3 [pending] owner=- blocked_by=#2: docs"]
 
 
+def test_a_teammate_cannot_update_a_task_another_member_owns(ws: Workspace,
+                                                              tmp_path: Path) -> None:
+    """CONTRACT §8: bob completing alice's task is an error result, refused before the
+    task_completed hook runs and before bob's worktree work is committed under it."""
+    from tests.gitrepo import git, head, make_repo
+
+    repo = make_repo(tmp_path / "repo")
+    ran = tmp_path / "hook-ran"
+    ws.settings_file.write_text(f'[hooks]\ntask_completed = "touch {ran}"\n')
+    actions.create_team(ws, TEAM, worktrees_on=True, repo=str(repo))
+    for name in ("alice", "bob"):
+        actions.spawn(ws, TEAM, name, f"you are {name}")
+    bob_cwd = Path(roster.get(roster.load(ws, TEAM), "bob")["cwd"])
+    (bob_cwd / "bobs-work.txt").write_text("bob was here\n")
+    task = board.create(ws, TEAM, "alice's job")
+    assert board.claim(ws, TEAM, "alice", task["id"]) is not None
+    before = board.get(ws, TEAM, task["id"])
+    bob = Toolbox(ws, TEAM, "bob", kind="teammate", cwd=bob_cwd, bash_timeout=10,
+                  plan_mode_required=False)
+    tip = head(bob_cwd)
+    for change in ({"status": "completed"}, {"status": "pending"}, {"owner": None},
+                   {"add_blocks": []}):
+        err(bob.run("TaskUpdate", {"task_id": task["id"], **change}),
+            f"task #{task['id']} belongs to alice")
+    assert board.get(ws, TEAM, task["id"]) == before
+    assert not ran.exists()  # no hook ran
+    assert head(bob_cwd) == tip == git(repo, "rev-parse", f"teamd/{TEAM}/bob").strip()
+    assert "bobs-work.txt" in git(bob_cwd, "status", "--porcelain")
+    # its own task and an unowned one stay open to it; the lead may change any
+    mine = board.create(ws, TEAM, "bob's job")
+    ok(bob.run("TaskUpdate", {"task_id": mine["id"], "status": "in_progress"}))
+    lead = box(ws, tmp_path, "lead", kind="lead")
+    ok(lead.run("TaskUpdate", {"task_id": task["id"], "owner": "bob"}))
+    assert board.get(ws, TEAM, task["id"])["owner"] == "bob"
+
+
 # -- team tools (lead) -------------------------------------------------------------------
 def test_task_spawns_a_member(ws: Workspace, team: str, workdir: Path) -> None:
     lead = box(ws, workdir, "lead", kind="lead")

@@ -391,7 +391,8 @@ class Member:
         seen = {m.get("request_id") for r in self.session.records if r["type"] == "inbox"
                 for m in r["messages"] if m["type"] == "plan_approval_response"}
         now = time.time()
-        return any(r["kind"] == "plan_approval" and r["sender"] == self.name and (
+        return any(r["kind"] == "plan_approval" and r["sender"] == self.name
+                   and (r.get("created_at") or 0) >= (self.toolbox.joined_at or 0) and (
             r["status"] == "pending" or (r["request_id"] not in seen and now - float(
                 r.get("resolved_at") or 0) < PLAN_ANSWER_GRACE))
             for r in requests.list_requests(self.ws, self.team))

@@ -555,10 +555,12 @@ class Toolbox:
             owner = rest["owner"] or None  # "" from a model means "nobody", like null
             if owner is not None:
                 roster.get(config, owner)
-        if (self.kind == "teammate" and owner == self.member
-                and task["owner"] not in (None, self.member)):
-            raise ToolError(f"task #{task_id} belongs to {task['owner']}; ask them or the "
-                            "lead to hand it over")
+        # A teammate changes only its own or an unowned task (CONTRACT §8): checked before
+        # the task_completed hook and the commit, so its work never lands under another's
+        # task; re-checked under the board lock (`holder`) against a change meanwhile.
+        holder = self.member if self.kind == "teammate" else None
+        if holder is not None and task["owner"] not in (None, holder):
+            raise ToolError(_not_yours(task_id, task["owner"]))
         add_blocked_by = rest.get("add_blocked_by") or []
         add_blocks = rest.get("add_blocks") or []
         # Starting a task for oneself goes through `claim`, which re-checks claimability
@@ -581,9 +583,12 @@ class Toolbox:
             # it in_progress, and a crash in between is mended by the next completion,
             # which finds that commit by its message instead of making another.
             commits = self._commit_work(config, task)
-        task = board.update(self.ws, self.team, task_id, status=status, owner=owner,
-                            add_blocked_by=add_blocked_by, add_blocks=add_blocks,
-                            actor=self.member, add_commits=commits)
+        try:
+            task = board.update(self.ws, self.team, task_id, status=status, owner=owner,
+                                add_blocked_by=add_blocked_by, add_blocks=add_blocks,
+                                actor=self.member, add_commits=commits, holder=holder)
+        except board.NotHolder as exc:
+            raise ToolError(_not_yours(task_id, exc.owner)) from None
         if commits:
             return f"updated {task_line(task)}; committed {', '.join(c[:12] for c in commits)}"
         return f"updated {task_line(task)}"
@@ -701,7 +706,8 @@ class Toolbox:
         """The id of this member's plan request still awaiting the lead, or None. One
         file read while a plan is pending; nothing at all once it is answered."""
         if not self._pending_plan_known:
-            found = requests.pending_plan(self.ws, self.team, self.member)
+            found = requests.pending_plan(self.ws, self.team, self.member,
+                                          since=self.joined_at)
             self._pending_plan = found["request_id"] if found else None
             self._pending_plan_known = True
         if self._pending_plan is not None:
@@ -784,6 +790,11 @@ class Toolbox:
                      f"{member['worktree']['branch']}; each task it completes is a commit)")
         return (f"spawned {member['agent_id']}{gate}{where}; the supervisor starts it. Give it "
                 "work with TaskCreate or SendMessage.")
+
+
+def _not_yours(task_id: int, owner: str) -> str:
+    return (f"task #{task_id} belongs to {owner}; a teammate updates only its own or an "
+            f"unowned task: ask {owner} or the lead to hand it over")
 
 
 def _one_line(text: str) -> str:

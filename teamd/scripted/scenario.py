@@ -57,7 +57,7 @@ _RULE_KEYS = frozenset(
     {
         "name", "comment", "agent", "team", "contains", "regex", "tool_result",
         "system_contains", "any_contains", "nth", "times", "delay", "reply", "error",
-        "trickle", "raw",
+        "trickle", "raw", "cut",
     }
 )
 _SCENARIO_KEYS = frozenset({"rules", "default", "description"})
@@ -309,6 +309,8 @@ class Rule:
     trickle: float | None = None
     # A 200 whose body is this text, as is (e.g. not JSON): a reply no client can parse.
     raw: str | None = None
+    # The reply sent only in part: the connection closes halfway through its body.
+    cut: bool = False
     source: dict[str, Any] = field(default_factory=dict, repr=False)
 
     @classmethod
@@ -349,7 +351,12 @@ class Rule:
         raw = data.get("raw")
         if raw is not None and not isinstance(raw, str):
             raise ValueError(f"{where}.raw: must be a string")
+        cut = data.get("cut", False)
+        if not isinstance(cut, bool):
+            raise ValueError(f"{where}.cut: must be true or false")
         answers = [k for k in ("reply", "error", "trickle", "raw") if data.get(k) is not None]
+        if cut and any(k in answers for k in ("error", "trickle", "raw")):
+            raise ValueError(f"{where}: cut applies to a reply, not to error, trickle or raw")
         if len(answers) > 1:
             raise ValueError(f"{where}: {' and '.join(answers)} exclude each other")
         error = (
@@ -373,6 +380,7 @@ class Rule:
             error=error,
             trickle=float(trickle) if trickle is not None else None,
             raw=raw,
+            cut=cut,
             source=copy.deepcopy(data),
         )
 
@@ -413,6 +421,7 @@ class Decision:
     delay: float = 0.0
     trickle: float | None = None
     raw: str | None = None
+    cut: bool = False
     variables: dict[str, str] = field(default_factory=dict)
 
 
@@ -522,7 +531,7 @@ class Scenario:
                 reply = rule.reply if rule.reply is not None else self.default
                 log.debug("rule %r answers agent=%s n=%d", rule.label, view.agent, view.n)
                 return _decision(rule.label, reply, variables, rule.error, rule.delay,
-                                 trickle=rule.trickle, raw=rule.raw)
+                                 trickle=rule.trickle, raw=rule.raw, cut=rule.cut)
             return _decision("default", self.default, builtins, None, 0.0)
 
 
@@ -556,6 +565,7 @@ def _decision(
     *,
     trickle: float | None = None,
     raw: str | None = None,
+    cut: bool = False,
 ) -> Decision:
     return Decision(
         label=label,
@@ -566,6 +576,7 @@ def _decision(
         delay=delay,
         trickle=trickle,
         raw=raw,
+        cut=cut,
         variables=variables,
     )
 

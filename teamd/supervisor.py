@@ -145,6 +145,7 @@ class Supervisor:
         self.notifier = Notifier.from_env()
         self.watchdog_every = self.notifier.watchdog_interval()
         self.next_watchdog = 0.0
+        self.next_sweep = 0.0  # the next look for strays we adopted (`kill_strays`)
         self.last_status = ""
         self.wake_at: float | None = None
         self._pipe: tuple[int, int] | None = None
@@ -280,6 +281,11 @@ class Supervisor:
             self.notifier.watchdog()
             self.next_watchdog = now + self.watchdog_every
         self.murder_workers()
+        if now >= self.next_sweep:
+            # a tool's daemon (its own session, so its group was not killed) is adopted by
+            # us when its parent ends; no SIGCHLD says so while the teammate lives on
+            self.next_sweep = now + SAFETY_INTERVAL
+            self.kill_strays()
 
     def murder_workers(self) -> None:
         """SIGKILL children that ignored SIGTERM for stop_timeout."""

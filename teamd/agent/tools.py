@@ -546,8 +546,8 @@ class Toolbox:
             owner = rest["owner"] or None  # "" from a model means "nobody", like null
             if owner is not None:
                 roster.get(config, owner)
-        if (self.kind == "teammate" and owner == self.member
-                and task["owner"] not in (None, self.member)):
+        if self.kind == "teammate" and task["owner"] not in (None, self.member):
+            # only a task it owns or an unowned one (CONTRACT §8): the lead may touch any
             raise ToolError(f"task #{task_id} belongs to {task['owner']}; ask them or the "
                             "lead to hand it over")
         add_blocked_by = rest.get("add_blocked_by") or []

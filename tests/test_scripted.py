@@ -453,10 +453,10 @@ def test_a_cut_reply_stops_halfway_plain_and_streamed(server: ScriptedServer) ->
         ask(server, "cut", max_retries=0)
     # streamed, the SDK hands the transport's own error up as it iterates
     with anthropic.Anthropic(base_url=server.url, api_key="k", max_retries=0) as c, \
-            pytest.raises(Exception, match="incomplete|peer closed"):
-        with c.messages.stream(model=MODEL, max_tokens=10,
-                               messages=[{"role": "user", "content": "cut"}]) as s:
-            s.get_final_message()
+            pytest.raises(Exception, match=r"incomplete|peer closed"), \
+            c.messages.stream(model=MODEL, max_tokens=10,
+                              messages=[{"role": "user", "content": "cut"}]) as s:
+        s.get_final_message()
     assert [r["status"] for r in server.requests] == [200, 200]
     with pytest.raises(ValueError, match="cut applies to a reply"):
         Scenario.from_dict({"rules": [{"cut": True, "error": 500}]})

@@ -15,8 +15,8 @@ from teamd.layout import Workspace
 from teamd.scripted import ScriptedServer
 from tests.faults.faultkit import (
     TEAM,
-    T,
     Mail,
+    T,
     assert_no_strays,
     assert_shown_once,
     assert_statuses_true,

@@ -24,7 +24,7 @@ import psutil
 from teamd import __version__, actions, board, events, files, inbox, pidfile, policy, roster
 from teamd import settings as settings_mod
 from teamd.deprecations import lookup as model_deprecation
-from teamd.errors import TeamdError
+from teamd.errors import BadInput, TeamdError
 from teamd.files import Json
 from teamd.layout import LEAD, NAME_RE, SUPERVISOR, Workspace
 from teamd.notify import NOTIFY_ENV_KEYS, Notifier, format_status, scrub_child_env
@@ -140,6 +140,8 @@ class Supervisor:
         self.no_space: dict[tuple[str, str], tuple[float, float]] = {}
         self.orphans: dict[tuple[int, float], float] = {}  # (pid, start) → first seen
         self.models_checked: set[tuple[str, str]] = set()  # (team, model) since this start
+        self.rosters: dict[str, Json] = {}  # each team's last roster that parsed
+        self.broken: dict[str, str] = {}  # team → why its config.json does not parse
         self.sig_queue: list[int] = []
         self.stopping = False
         self.notifier = Notifier.from_env()
@@ -308,11 +310,36 @@ class Supervisor:
             # one team's bad file (a hand-edited task, a missing folder) must not stop the
             # supervisor, and with it every other team
             try:
-                config = roster.load(self.ws, team)
-                self.reconcile_team(team, config, by_member, now)
+                config = self.load_roster(team)
+                if config is not None:
+                    self.reconcile_team(team, config, by_member, now)
             except Exception:
                 log.exception("team %s: cannot reconcile; the other teams go on", team)
         self.update_status()
+
+    def load_roster(self, team: str) -> Json | None:
+        """The team's roster; None while its config.json does not parse (a hand edit, a
+        truncated copy). Then the last good copy is kept in memory, nothing of the team is
+        started or stopped, and the file is left as it is for a person to repair: said once
+        in the log, naming the file, and again when it reads again."""
+        try:
+            config = roster.load(self.ws, team)
+        except BadInput:
+            raise
+        except TeamdError as exc:
+            if self.broken.get(team) != str(exc):
+                self.broken[team] = str(exc)
+                good = self.rosters.get(team)
+                kept = (f"its last good copy ({len(good['members'])} members)" if good
+                        else "no earlier copy")
+                log.error("team %s: %s; keeping %s in memory, starting and stopping nothing "
+                          "of the team, and leaving the file as it is until it is repaired",
+                          team, exc, kept)
+            return None
+        if self.broken.pop(team, None) is not None:
+            log.info("team %s: %s reads again", team, self.ws.config(team))
+        self.rosters[team] = config
+        return config
 
     def reconcile_team(self, team: str, config: Json, by_member: dict[tuple[str, str], Child],
                        now: float) -> None:
@@ -421,11 +448,13 @@ class Supervisor:
     def status_line(self) -> str:
         counts: dict[str, int] = {}
         for team in self.ws.team_names():
+            config: Json | None
             try:
-                for m in roster.load(self.ws, team)["members"]:
-                    counts[m["status"]] = counts.get(m["status"], 0) + 1
+                config = roster.load(self.ws, team)
             except Exception:
-                continue
+                config = self.rosters.get(team)  # the last good copy
+            for m in (config or {}).get("members", []):
+                counts[m["status"]] = counts.get(m["status"], 0) + 1
         return format_status(counts)
 
     def update_status(self) -> None:

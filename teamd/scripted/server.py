@@ -366,13 +366,13 @@ class _Handler(BaseHTTPRequestHandler):
                 raw = chunk.encode("utf-8")
                 self.wfile.write(f"{len(raw):x}\r\n".encode() + raw + b"\r\n")
         else:
-            data = json.dumps(message, ensure_ascii=False).encode("utf-8")
+            body = json.dumps(message, ensure_ascii=False).encode("utf-8")
             self.send_response(200)
             self.send_header("content-type", "application/json")
-            self.send_header("content-length", str(len(data)))
+            self.send_header("content-length", str(len(body)))
             self.send_header("request-id", _new_id("req"))
             self.end_headers()
-            self.wfile.write(data[: len(data) // 2])
+            self.wfile.write(body[: len(body) // 2])
         self.wfile.flush()
         try:
             self.connection.shutdown(socket.SHUT_RDWR)

@@ -107,7 +107,7 @@ def test_hand_broken_task_request_and_journal_are_skipped_and_named(
     make_team(ws, workdir, "alice")
     task_file = ws.tasks_dir(TEAM) / "7.json"
     request_file = ws.requests_dir(TEAM) / "shutdown-0badc0ffee.json"
-    with running_teamd(ws, server.url) as daemon:
+    with running_teamd(ws, server.url, backoff_initial=0.1) as daemon:
         idle(ws, "alice")
         pid = live_pid(ws, TEAM, "alice")
         task_file.write_text("{oops")
@@ -115,6 +115,10 @@ def test_hand_broken_task_request_and_journal_are_skipped_and_named(
         request_file.write_text('{"schema": 1, "req')
         with open(ws.events(TEAM), "ab") as fh:  # garbage, then more events after it
             fh.write(b"\x00\xffGARBAGE not json\n")
+        # a member that starts while the bad files are there reads them all afresh
+        assert pid is not None
+        os.kill(pid, signal.SIGKILL)
+        pid = restarted(ws, "alice", pid)
         mail = Mail(ws)
         mail.send("alice", "PING still fine?")
         wait_until(lambda: lead_says(ws, "PONG"), T, "alice's answer")
@@ -123,7 +127,7 @@ def test_hand_broken_task_request_and_journal_are_skipped_and_named(
         wait_until(lambda: all(t["status"] == "completed" for t in board.list_tasks(ws, TEAM)),
                    T, "the chores done")
         idle(ws, "alice")
-        assert live_pid(ws, TEAM, "alice") == pid and member(ws, TEAM, "alice")["restarts"] == 0
+        assert live_pid(ws, TEAM, "alice") == pid and member(ws, TEAM, "alice")["restarts"] == 1
         assert daemon.proc.poll() is None
         named = {}
         for args, path in ((("task", "list", TEAM), task_file),

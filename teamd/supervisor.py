@@ -9,9 +9,11 @@ forked from this single-threaded parent after the heavy modules are imported onc
 
 from __future__ import annotations
 
+import errno
 import gc
 import logging
 import os
+import resource
 import select
 import signal
 import time
@@ -51,6 +53,24 @@ WAIT_LIVE_INTERVAL = 0.2  # re-check while a previous supervisor's process winds
 RELEVANT_SUFFIXES = ("config.json", "_inbox.jsonl", ".highwatermark")
 #: back-off of a member that cannot start for want of space (CONTRACT §3, §4 "Exits")
 SPACE_RETRY_FIRST, SPACE_RETRY_MAX = 1.0, 30.0
+#: descriptors a fork needs free in teamd (its go pipe, then the roster and journal writes
+#: that record it); with fewer, teamd does not fork (RLIMIT_NOFILE set too low)
+FD_HEADROOM = 8
+FD_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE})
+
+
+def spare_fds() -> tuple[int, int] | None:
+    """(descriptors still free, the RLIMIT_NOFILE soft limit), or None without a limit."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY:
+        return None
+    try:
+        used = len(os.listdir("/proc/self/fd")) - 1  # less the one listdir itself used
+    except OSError as exc:
+        if exc.errno in FD_ERRNOS:
+            return 0, soft
+        return None  # no /proc: nothing to judge by
+    return soft - used, soft
 
 
 WARM_REPLY: Json = {
@@ -474,6 +494,16 @@ class Supervisor:
         if held is not None and time.time() < held[0]:
             self.wake_in(held[0] - time.time())
             return
+        fds = spare_fds()
+        if fds is not None and fds[0] < FD_HEADROOM:
+            # a fork it could not record would be stopped and tried again at once: fork
+            # only what it can serve, and say why not
+            delay = self.hold_for_space(team, name)
+            why = (f"teamd is short of file descriptors ({fds[0]} free of RLIMIT_NOFILE "
+                   f"{fds[1]}): not starting it; trying again in {delay:g} s")
+            log.error("%s/%s: %s", team, name, why)
+            self.note_error(team, name, why)
+            return
         go_r, go_w = os.pipe2(os.O_CLOEXEC)
         pid = os.fork()
         if pid == 0:  # pragma: no cover - runs in the child
@@ -500,9 +530,11 @@ class Supervisor:
         try:
             moved = roster.update(self.ws, team, record)
         except Exception as exc:
-            delay = self.hold_for_space(team, name) if files.out_of_space(exc) else None
+            short = files.out_of_space(exc) or (isinstance(exc, OSError)
+                                                 and exc.errno in FD_ERRNOS)
+            retry = self.hold_for_space(team, name) if short else None
             log.error("%s/%s: cannot record pid %d: %s%s", team, name, pid, exc,
-                      f"; trying again in {delay:g} s" if delay else "")
+                      f"; trying again in {retry:g} s" if retry else "")
             moved = None
         if moved is None:
             child.aborted = True  # the child sees its go pipe close and exits
@@ -518,9 +550,22 @@ class Supervisor:
             os.close(go_w)
         log.info("spawned %s/%s pid %d", team, name, pid)
 
+    def note_error(self, team: str, name: str, why: str) -> None:
+        """`last_error` of a member with no process, when it can be written."""
+        def change(config: Json) -> None:
+            m = roster.find(config, name)
+            if m is not None and not roster.is_live(m):
+                m["last_error"] = why
+
+        try:
+            roster.update(self.ws, team, change)
+        except Exception as exc:  # short of what it would take: the log has said it
+            log.warning("%s/%s: cannot write last_error: %s", team, name, exc)
+
     def hold_for_space(self, team: str, name: str) -> float:
         """Hold a member back from forking for a while (1 s doubling to 30 s) after a start
-        failed for want of space; returns the delay. Such a start is not a crash."""
+        failed for want of space, or would for want of descriptors; returns the delay. Such
+        a start is not a crash."""
         now = time.time()
         held = self.no_space.get((team, name))
         recent = held is not None and now - held[0] < 2 * SPACE_RETRY_MAX

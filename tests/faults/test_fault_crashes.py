@@ -58,6 +58,13 @@ def lead_says(ws: Workspace, text: str) -> list[dict[str, object]]:
     return [m for m in inbox.peek(ws, TEAM, "lead") if m["content"] == text]
 
 
+def gone(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
 def settle(ws: Workspace, server: ScriptedServer, mail: Mail, daemon: Teamd,
            tmp_path: Path) -> None:
     """The promises every crash scenario keeps, checked while teamd still runs."""
@@ -293,8 +300,8 @@ def test_kill_9_of_teamd_mid_work(ws: Workspace, server: ScriptedServer, workdir
         done_before = sum(t["status"] == "completed" for t in board.list_tasks(ws, TEAM))
         # every teammate and tool dies with the supervisor: nothing is left behind
         assert_no_strays(tmp_path, None)
-        assert all(not psutil.pid_exists(p) or psutil.Process(p).status() ==
-                   psutil.STATUS_ZOMBIE for p in pids.values() if p)
+        wait_until(lambda: all(gone(p) for p in pids.values() if p), T,
+                   "every teammate to die with teamd")
     finally:
         first.kill()
         first.log.close()

@@ -35,7 +35,7 @@ from tests.faults.faultkit import (
 )
 from tests.harness import Teamd, reap_leftovers, teamd_env, wait_until
 
-pytestmark = pytest.mark.soak
+pytestmark = [pytest.mark.soak, pytest.mark.timeout(1800)]
 
 NAMES = ("alice", "bob", "carol")
 MESSAGES, TASKS = 2000, 200

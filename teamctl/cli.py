@@ -1013,16 +1013,25 @@ def logs(team: TeamArg,
 
     following = follow and archive is None
     deleted = False
+    bad: list[int] = []
+
+    def unreadable(line: bytes) -> None:
+        bad.append(len(line))  # skipped; said once at the end
+
     try:
         for rec in events.stream(path, match=keep, last=lines, since=start,
                                  follow=following, history=not following or lines is not None
-                                 or start is not None):
+                                 or start is not None, on_bad=unreadable):
             show(rec)
             if following:
                 sys.stdout.flush()
         deleted = following
     except KeyboardInterrupt:
         return  # Ctrl-C ends a follow: exit 0
+    finally:
+        if bad:
+            print(f"teamctl: skipped {len(bad)} unreadable line(s) in {path} (or its rotated "
+                  "files)", file=sys.stderr)
     if deleted:
         end = f"-- team {team} was deleted --"
         print(end, file=sys.stderr if as_json else sys.stdout, flush=True)

@@ -346,7 +346,8 @@ def _ts(rec: Json) -> float:
 def stream(path: Path, *, match: Callable[[Json], bool] | None = None,
            last: int | None = None, since: float | None = None, follow: bool = False,
            history: bool = True, poll: float = 0.5,
-           stop_at_deletion: bool = True) -> Generator[Json, None, None]:
+           stop_at_deletion: bool = True,
+           on_bad: Callable[[bytes], None] | None = None) -> Generator[Json, None, None]:
     """The journal at `path` (and its rotated files, oldest first) as it is read: memory
     stays flat whatever its size.
 
@@ -355,6 +356,8 @@ def stream(path: Path, *, match: Callable[[Json], bool] | None = None,
     `last`) it starts at the end. With `follow` it then waits for new events, across
     rotations; with `stop_at_deletion` it ends after `team_deleted`, or once the team's
     folder is gone (what was written to the file it holds is read out first).
+    `on_bad` is called with each line read in passing that is not a JSON object (garbage a
+    person or a broken disk put there): it is skipped, and the caller can say so.
     """
     keep = match or (lambda _r: True)
 
@@ -365,7 +368,7 @@ def stream(path: Path, *, match: Callable[[Json], bool] | None = None,
     try:
         index, offset = _start_point(fds, keep, last, since, history)
         for i in range(index, len(fds)):
-            end = yield from _read_from(fds[i], offset if i == index else 0, wanted)
+            end = yield from _read_from(fds[i], offset if i == index else 0, wanted, on_bad)
             if end is None:
                 return
             offset = end
@@ -373,13 +376,14 @@ def stream(path: Path, *, match: Callable[[Json], bool] | None = None,
             return
         fd = fds.pop() if fds else None  # the newest: _follow goes on with it, and closes it
         yield from _follow(path, fd, offset if fd is not None else 0, wanted, poll,
-                           stop_at_deletion)
+                           stop_at_deletion, on_bad)
     finally:
         for fd in fds:
             os.close(fd)
 
 
-def _read_from(fd: int, start: int, wanted: Callable[[Json], bool]
+def _read_from(fd: int, start: int, wanted: Callable[[Json], bool],
+               on_bad: Callable[[bytes], None] | None = None
                ) -> Generator[Json, None, int | None]:
     """Yield wanted records from `start` to the end; the offset reached, or None after a
     `team_deleted` (nothing of the team follows it)."""
@@ -391,6 +395,8 @@ def _read_from(fd: int, start: int, wanted: Callable[[Json], bool]
             return int(stop.value)
         rec = _parse(line)
         if rec is None:
+            if on_bad is not None and line.strip():
+                on_bad(line)
             continue
         if wanted(rec):
             yield rec
@@ -399,7 +405,8 @@ def _read_from(fd: int, start: int, wanted: Callable[[Json], bool]
 
 
 def _follow(path: Path, fd: int | None, offset: int, wanted: Callable[[Json], bool],
-            poll: float, stop_at_deletion: bool) -> Generator[Json, None, None]:
+            poll: float, stop_at_deletion: bool,
+            on_bad: Callable[[bytes], None] | None = None) -> Generator[Json, None, None]:
     """Go on from `offset` in `fd` (the newest journal file when it was opened).
 
     The file being read is held open: after a rotation, what was appended to it before the
@@ -420,7 +427,7 @@ def _follow(path: Path, fd: int | None, offset: int, wanted: Callable[[Json], bo
                 if fd is not None:
                     if os.fstat(fd).st_size < offset:
                         offset = 0  # truncated in place (events_keep = 0)
-                    end = yield from _read_from(fd, offset, wanted)
+                    end = yield from _read_from(fd, offset, wanted, on_bad)
                     if end is None and stop_at_deletion:
                         return
                     offset = end if end is not None else os.fstat(fd).st_size

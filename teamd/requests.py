@@ -6,14 +6,17 @@ from `pending` under the record's lock, so a second answer is refused (CONTRACT.
 
 from __future__ import annotations
 
+import logging
 import secrets
 import time
 from collections.abc import Callable
 
 from teamd import events, files
-from teamd.errors import BadInput
+from teamd.errors import BadInput, TeamdError
 from teamd.files import Json
 from teamd.layout import Workspace
+
+log = logging.getLogger(__name__)
 
 KINDS = ("shutdown", "plan_approval", "permission")
 
@@ -108,7 +111,13 @@ def list_requests(ws: Workspace, team: str, pending_only: bool = False) -> list[
     out = []
     if folder.is_dir():
         for path in folder.glob("*.json"):
-            record = files.read_json(path)
+            try:
+                record = files.read_json(path)
+            except TeamdError as exc:
+                # records are written atomically, so this is a hand edit: report, skip (one
+                # bad file must not stop every member that checks its plan gate)
+                log.error("%s: skipped, not a request (%s)", path, exc)
+                continue
             if record and (not pending_only or record.get("status") == "pending"):
                 out.append(record)
     return sorted(out, key=lambda r: r.get("created_at") or 0)

@@ -9,9 +9,11 @@ forked from this single-threaded parent after the heavy modules are imported onc
 
 from __future__ import annotations
 
+import errno
 import gc
 import logging
 import os
+import resource
 import select
 import signal
 import time
@@ -24,7 +26,7 @@ import psutil
 from teamd import __version__, actions, board, events, files, inbox, pidfile, policy, roster
 from teamd import settings as settings_mod
 from teamd.deprecations import lookup as model_deprecation
-from teamd.errors import TeamdError
+from teamd.errors import BadInput, TeamdError
 from teamd.files import Json
 from teamd.layout import LEAD, NAME_RE, SUPERVISOR, USER, Workspace
 from teamd.notify import NOTIFY_ENV_KEYS, Notifier, format_status, scrub_child_env
@@ -51,6 +53,24 @@ WAIT_LIVE_INTERVAL = 0.2  # re-check while a previous supervisor's process winds
 RELEVANT_SUFFIXES = ("config.json", "_inbox.jsonl", ".highwatermark")
 #: back-off of a member that cannot start for want of space (CONTRACT §3, §4 "Exits")
 SPACE_RETRY_FIRST, SPACE_RETRY_MAX = 1.0, 30.0
+#: descriptors a fork needs free in teamd (its go pipe, then the roster and journal writes
+#: that record it); with fewer, teamd does not fork (RLIMIT_NOFILE set too low)
+FD_HEADROOM = 8
+FD_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE})
+
+
+def spare_fds() -> tuple[int, int] | None:
+    """(descriptors still free, the RLIMIT_NOFILE soft limit), or None without a limit."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY:
+        return None
+    try:
+        used = len(os.listdir("/proc/self/fd")) - 1  # less the one listdir itself used
+    except OSError as exc:
+        if exc.errno in FD_ERRNOS:
+            return 0, soft
+        return None  # no /proc: nothing to judge by
+    return soft - used, soft
 
 
 @dataclass
@@ -82,11 +102,14 @@ class Supervisor:
         self.no_space: dict[tuple[str, str], tuple[float, float]] = {}
         self.orphans: dict[tuple[int, float], float] = {}  # (pid, start) → first seen
         self.models_checked: set[tuple[str, str]] = set()  # (team, model) since this start
+        self.rosters: dict[str, Json] = {}  # each team's last roster that parsed
+        self.broken: dict[str, str] = {}  # team → why its config.json does not parse
         self.sig_queue: list[int] = []
         self.stopping = False
         self.notifier = Notifier.from_env()
         self.watchdog_every = self.notifier.watchdog_interval()
         self.next_watchdog = 0.0
+        self.next_sweep = 0.0  # the next look for strays we adopted (`kill_strays`)
         self.last_status = ""
         self.wake_at: float | None = None
         self._pipe: tuple[int, int] | None = None
@@ -221,6 +244,11 @@ class Supervisor:
             self.notifier.watchdog()
             self.next_watchdog = now + self.watchdog_every
         self.murder_workers()
+        if now >= self.next_sweep:
+            # a tool's daemon (its own session, so its group was not killed) is adopted by
+            # us when its parent ends; no SIGCHLD says so while the teammate lives on
+            self.next_sweep = now + SAFETY_INTERVAL
+            self.kill_strays()
 
     def murder_workers(self) -> None:
         """SIGKILL children that ignored SIGTERM for stop_timeout."""
@@ -243,11 +271,36 @@ class Supervisor:
             # one team's bad file (a hand-edited task, a missing folder) must not stop the
             # supervisor, and with it every other team
             try:
-                config = roster.load(self.ws, team)
-                self.reconcile_team(team, config, by_member, now)
+                config = self.load_roster(team)
+                if config is not None:
+                    self.reconcile_team(team, config, by_member, now)
             except Exception:
                 log.exception("team %s: cannot reconcile; the other teams go on", team)
         self.update_status()
+
+    def load_roster(self, team: str) -> Json | None:
+        """The team's roster; None while its config.json does not parse (a hand edit, a
+        truncated copy). Then the last good copy is kept in memory, nothing of the team is
+        started or stopped, and the file is left as it is for a person to repair: said once
+        in the log, naming the file, and again when it reads again."""
+        try:
+            config = roster.load(self.ws, team)
+        except BadInput:
+            raise
+        except TeamdError as exc:
+            if self.broken.get(team) != str(exc):
+                self.broken[team] = str(exc)
+                good = self.rosters.get(team)
+                kept = (f"its last good copy ({len(good['members'])} members)" if good
+                        else "no earlier copy")
+                log.error("team %s: %s; keeping %s in memory, starting and stopping nothing "
+                          "of the team, and leaving the file as it is until it is repaired",
+                          team, exc, kept)
+            return None
+        if self.broken.pop(team, None) is not None:
+            log.info("team %s: %s reads again", team, self.ws.config(team))
+        self.rosters[team] = config
+        return config
 
     def reconcile_team(self, team: str, config: Json, by_member: dict[tuple[str, str], Child],
                        now: float) -> None:
@@ -378,11 +431,13 @@ class Supervisor:
     def status_line(self) -> str:
         counts: dict[str, int] = {}
         for team in self.ws.team_names():
+            config: Json | None
             try:
-                for m in roster.load(self.ws, team)["members"]:
-                    counts[m["status"]] = counts.get(m["status"], 0) + 1
+                config = roster.load(self.ws, team)
             except Exception:
-                continue
+                config = self.rosters.get(team)  # the last good copy
+            for m in (config or {}).get("members", []):
+                counts[m["status"]] = counts.get(m["status"], 0) + 1
         return format_status(counts)
 
     def update_status(self) -> None:
@@ -401,6 +456,16 @@ class Supervisor:
         held = self.no_space.get((team, name))
         if held is not None and time.time() < held[0]:
             self.wake_in(held[0] - time.time())
+            return
+        fds = spare_fds()
+        if fds is not None and fds[0] < FD_HEADROOM:
+            # a fork it could not record would be stopped and tried again at once: fork
+            # only what it can serve, and say why not
+            delay = self.hold_for_space(team, name)
+            why = (f"teamd is short of file descriptors ({fds[0]} free of RLIMIT_NOFILE "
+                   f"{fds[1]}): not starting it; trying again in {delay:g} s")
+            log.error("%s/%s: %s", team, name, why)
+            self.note_error(team, name, why)
             return
         go_r, go_w = os.pipe2(os.O_CLOEXEC)
         pid = os.fork()
@@ -428,9 +493,11 @@ class Supervisor:
         try:
             moved = roster.update(self.ws, team, record)
         except Exception as exc:
-            delay = self.hold_for_space(team, name) if files.out_of_space(exc) else None
+            short = files.out_of_space(exc) or (isinstance(exc, OSError)
+                                                 and exc.errno in FD_ERRNOS)
+            retry = self.hold_for_space(team, name) if short else None
             log.error("%s/%s: cannot record pid %d: %s%s", team, name, pid, exc,
-                      f"; trying again in {delay:g} s" if delay else "")
+                      f"; trying again in {retry:g} s" if retry else "")
             moved = None
         if moved is None:
             child.aborted = True  # the child sees its go pipe close and exits
@@ -446,9 +513,22 @@ class Supervisor:
             os.close(go_w)
         log.info("spawned %s/%s pid %d", team, name, pid)
 
+    def note_error(self, team: str, name: str, why: str) -> None:
+        """`last_error` of a member with no process, when it can be written."""
+        def change(config: Json) -> None:
+            m = roster.find(config, name)
+            if m is not None and not roster.is_live(m):
+                m["last_error"] = why
+
+        try:
+            roster.update(self.ws, team, change)
+        except Exception as exc:  # short of what it would take: the log has said it
+            log.warning("%s/%s: cannot write last_error: %s", team, name, exc)
+
     def hold_for_space(self, team: str, name: str) -> float:
         """Hold a member back from forking for a while (1 s doubling to 30 s) after a start
-        failed for want of space; returns the delay. Such a start is not a crash."""
+        failed for want of space, or would for want of descriptors; returns the delay. Such
+        a start is not a crash."""
         now = time.time()
         held = self.no_space.get((team, name))
         recent = held is not None and now - held[0] < 2 * SPACE_RETRY_MAX

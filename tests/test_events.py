@@ -171,3 +171,15 @@ def test_follow_from_start_gives_history_then_new_without_a_gap(ws: Workspace,
     with Writer(ws, lambda i: events.emit(ws, TEAM, "tick", n=5 + i)):
         assert [next(follower)["n"] for _ in range(50)] == list(range(5, 55))
     follower.close()
+
+
+def test_a_stream_skips_garbage_and_says_so(ws: Workspace, team: str) -> None:
+    events.emit(ws, team, "tick", n=1)
+    with open(ws.events(team), "ab") as fh:
+        fh.write(b"\x00\xff not json\n[1, 2]\n\n")
+    events.emit(ws, team, "tick", n=2)
+    bad: list[bytes] = []
+    got = [r.get("n") for r in events.stream(ws.events(team), on_bad=bad.append)
+           if r["event"] == "tick"]
+    assert got == [1, 2]
+    assert bad == [b"\x00\xff not json", b"[1, 2]"]  # an empty line is no garbage

@@ -90,6 +90,17 @@ def test_list_and_plan_gate(ws: Workspace, team: str) -> None:
     assert not requests.plan_approved(ws, team, "bob")
 
 
+def test_a_hand_broken_record_is_skipped_and_named(ws: Workspace, team: str,
+                                                   caplog: pytest.LogCaptureFixture) -> None:
+    good = requests.open_request(ws, team, "plan_approval", "alice", "lead", plan="1")
+    bad = ws.requests_dir(team) / "plan-0badc0ffee.json"
+    bad.write_text('{"schema": 1, "req')
+    assert [r["request_id"] for r in requests.list_requests(ws, team)] == [good["request_id"]]
+    assert requests.pending_plan(ws, team, "alice") == good
+    assert f"{bad}: skipped, not a request" in caplog.text
+    assert bad.read_text() == '{"schema": 1, "req'  # left for a person to look at
+
+
 @pytest.mark.timeout(60)
 def test_racing_answers_from_processes_exactly_one_wins(ws: Workspace, team: str,
                                                         tmp_path: Path) -> None:

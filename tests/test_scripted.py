@@ -500,3 +500,20 @@ def test_no_breakpoints_or_a_short_prefix_caches_nothing(server: ScriptedServer)
     for _ in range(2):  # under the 1,024-token minimum: never cached, never read
         usage = ask(server, "", messages=short).usage
         assert usage.cache_read_input_tokens == usage.cache_creation_input_tokens == 0
+
+
+def test_a_cut_reply_stops_halfway_plain_and_streamed(server: ScriptedServer) -> None:
+    server.add_rule({"contains": "cut", "cut": True, "reply": {"content": "never whole " * 50}})
+    with pytest.raises(anthropic.APIConnectionError):
+        ask(server, "cut", max_retries=0)
+    # streamed, the SDK hands the transport's own error up as it iterates
+    with anthropic.Anthropic(base_url=server.url, api_key="k", max_retries=0) as c, \
+            pytest.raises(Exception, match=r"incomplete|peer closed"), \
+            c.messages.stream(model=MODEL, max_tokens=10,
+                              messages=[{"role": "user", "content": "cut"}]) as s:
+        s.get_final_message()
+    assert [r["status"] for r in server.requests] == [200, 200]
+    with pytest.raises(ValueError, match="cut applies to a reply"):
+        Scenario.from_dict({"rules": [{"cut": True, "error": 500}]})
+    with pytest.raises(ValueError, match=r"rules\[0\].cut"):
+        Scenario.from_dict({"rules": [{"cut": "yes"}]})

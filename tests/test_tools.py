@@ -429,6 +429,11 @@ def test_task_tools(ws: Workspace, team: str, workdir: Path) -> None:
         bob.run("TaskUpdate", {"task_id": 1, "status": "in_progress"}))
     err(alice.run("TaskUpdate", {"task_id": 1, "status": "in_progress", "owner": "alice"}),
         "belongs to bob")
+    # a teammate touches only its own tasks or unowned ones (CONTRACT §8)
+    err(alice.run("TaskUpdate", {"task_id": 1, "status": "completed"}), "belongs to bob")
+    err(alice.run("TaskUpdate", {"task_id": 1, "owner": None}), "belongs to bob")
+    assert (board.get(ws, TEAM, 1)["status"], board.get(ws, TEAM, 1)["owner"]) == \
+        ("in_progress", "bob")
     err(alice.run("TaskUpdate", {"task_id": 2, "owner": "carol"}), "unknown member")
     ok(alice.run("TaskUpdate", {"task_id": 2, "owner": "alice"}))
     ok(alice.run("TaskUpdate", {"task_id": 2, "owner": None}))

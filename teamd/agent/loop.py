@@ -883,7 +883,15 @@ class Member:
             m["current_task"] = board.current_task(tasks, self.name)
             return moved
 
-        moved = roster.update(self.ws, self.team, change)
+        try:
+            moved = roster.update(self.ws, self.team, change)
+        except BadInput:
+            raise  # the team is gone: nothing to work for
+        except TeamdError as exc:
+            # config.json does not parse (a hand edit): it is not ours to repair, and the
+            # work goes on; the status is written again once the file reads
+            log.error("cannot record %s in the roster: %s", sorted(changes), exc)
+            return
         self.error_of_last_run = False
         if "status" in changes:
             self.status = changes["status"]

@@ -58,7 +58,7 @@ _RULE_KEYS = frozenset(
     {
         "name", "comment", "agent", "team", "contains", "regex", "tool_result",
         "system_contains", "any_contains", "nth", "times", "delay", "reply", "error",
-        "trickle", "raw", "headers", "ratelimit", "window",
+        "trickle", "raw", "cut", "headers", "ratelimit", "window",
     }
 )
 _SCENARIO_KEYS = frozenset({"rules", "default", "description"})
@@ -320,6 +320,8 @@ class Rule:
     # rate limit is everyone's) for `window` s, then is spent. Guarded by the Scenario lock.
     window: float | None = None
     window_until: float | None = None
+    # The reply sent only in part: the connection closes halfway through its body.
+    cut: bool = False
     source: dict[str, Any] = field(default_factory=dict, repr=False)
 
     @classmethod
@@ -370,7 +372,12 @@ class Rule:
             not isinstance(window, int | float) or isinstance(window, bool) or window <= 0
         ):
             raise ValueError(f"{where}.window: must be a number of seconds > 0")
+        cut = data.get("cut", False)
+        if not isinstance(cut, bool):
+            raise ValueError(f"{where}.cut: must be true or false")
         answers = [k for k in ("reply", "error", "trickle", "raw") if data.get(k) is not None]
+        if cut and any(k in answers for k in ("error", "trickle", "raw")):
+            raise ValueError(f"{where}: cut applies to a reply, not to error, trickle or raw")
         if len(answers) > 1:
             raise ValueError(f"{where}: {' and '.join(answers)} exclude each other")
         error = (
@@ -397,6 +404,7 @@ class Rule:
             headers=dict(headers),
             ratelimit=ratelimit,
             window=float(window) if window is not None else None,
+            cut=cut,
             source=copy.deepcopy(data),
         )
 
@@ -449,6 +457,7 @@ class Decision:
     delay: float = 0.0
     trickle: float | None = None
     raw: str | None = None
+    cut: bool = False
     variables: dict[str, str] = field(default_factory=dict)
     headers: dict[str, str] = field(default_factory=dict)
 
@@ -568,7 +577,7 @@ class Scenario:
                 reply = rule.reply if rule.reply is not None else self.default
                 log.debug("rule %r answers agent=%s n=%d", rule.label, view.agent, view.n)
                 return _decision(rule.label, reply, variables, rule.error, rule.delay,
-                                 trickle=rule.trickle, raw=rule.raw,
+                                 trickle=rule.trickle, raw=rule.raw, cut=rule.cut,
                                  headers=rule.response_headers(now))
             return _decision("default", self.default, builtins, None, 0.0)
 
@@ -604,6 +613,7 @@ def _decision(
     trickle: float | None = None,
     raw: str | None = None,
     headers: dict[str, str] | None = None,
+    cut: bool = False,
 ) -> Decision:
     return Decision(
         label=label,
@@ -614,6 +624,7 @@ def _decision(
         delay=delay,
         trickle=trickle,
         raw=raw,
+        cut=cut,
         variables=variables,
         headers=dict(headers or {}),
     )

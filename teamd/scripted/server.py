@@ -266,6 +266,7 @@ class _Handler(BaseHTTPRequestHandler):
         view = replace(view, n=owner._count(view.agent, view.team))
         decision = owner.scenario.choose(view)
         plain = decision.error is None and decision.trickle is None and decision.raw is None
+        # a cut reply is built like a whole one, and sent only in part
         message = build_message(body, decision, owner.cache) if plain else None
         status = decision.error.status if decision.error else 200
         # Recorded before any delay, so a test can see that a call is "in flight" while the
@@ -300,6 +301,9 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_trickle(decision.trickle, stream)
         elif decision.raw is not None:
             self._send_raw(decision.raw)
+        elif decision.cut:
+            assert message is not None
+            self._send_cut(message, stream)
         elif stream:
             assert message is not None
             self._send_stream(message, headers)
@@ -375,6 +379,36 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
         self.wfile.flush()
+
+    def _send_cut(self, message: Mapping[str, Any], stream: bool) -> None:
+        """A 200 that stops halfway: the headers promise the whole reply (its length, or
+        a stream), half of it is sent, and the connection closes. What a dropped
+        connection or a proxy's reset does to a reply in flight."""
+        self.close_connection = True
+        if stream:
+            events = stream_events(message)
+            self.send_response(200)
+            self.send_header("content-type", "text/event-stream")
+            self.send_header("request-id", _new_id("req"))
+            self.send_header("transfer-encoding", "chunked")
+            self.end_headers()
+            for name, data in events[: max(1, len(events) // 2)]:
+                chunk = f"event: {name}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n"
+                raw = chunk.encode("utf-8")
+                self.wfile.write(f"{len(raw):x}\r\n".encode() + raw + b"\r\n")
+        else:
+            body = json.dumps(message, ensure_ascii=False).encode("utf-8")
+            self.send_response(200)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(body)))
+            self.send_header("request-id", _new_id("req"))
+            self.end_headers()
+            self.wfile.write(body[: len(body) // 2])
+        self.wfile.flush()
+        try:
+            self.connection.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
 
     def _send_trickle(self, every: float, stream: bool) -> None:
         """A 200 that never ends: a filler chunk every `every` s (JSON may open with

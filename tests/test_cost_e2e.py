@@ -279,7 +279,8 @@ def test_used_up_ratelimit_headers_hold_the_root_back_before_any_429(
     bob = [r for r in server.requests if r["agent"] == "bob" and r["received_at"] > hit[
         "received_at"]]
     assert bob and bob[0]["received_at"] >= until
-    assert all(r["status"] == 200 for r in server.requests)  # held back before any 429
+    # held back before any 429 (a call cut as teamd stops at the end may log no status)
+    assert 429 not in [r["status"] for r in server.requests]
     events = events_of(ws, "alice", "rate_limited")
     assert [(e["status"], e["source"], e["until"]) for e in events] == [
         (None, "headers", until)]

@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 import psutil
 
 from teamd import files, pidfile, roster
+from teamd.errors import TeamdError
 from teamd.layout import Workspace
 
 T = TypeVar("T")
@@ -113,7 +114,11 @@ def reap_leftovers(ws: Workspace) -> None:
     """Kill (by recorded pid and start time) any member process still alive: a test that
     failed half-way must not leave processes for the next one."""
     for team in ws.team_names():
-        for m in roster.load(ws, team)["members"]:
+        try:
+            members = roster.load(ws, team)["members"]
+        except TeamdError:
+            continue  # a roster the test broke on purpose: its error is the one to show
+        for m in members:
             proc = roster.process_of(m)
             if proc is not None:
                 try:

@@ -211,7 +211,6 @@ def test_a_429_window_answers_everyone_until_it_ends() -> None:
             time.sleep(0.05)
         assert _post(server, "alice")[0] == 200  # over: the rule is spent
         assert [r["status"] for r in server.requests] == [200, 429, 429, 200]
-        assert server.peak_in_flight == 1  # one at a time: never two held at once
         wait_until(lambda: server.in_flight == 0, 5, "the last answer to be done")
 
 

@@ -86,7 +86,10 @@ class Member:
         # a teamd.toml broken since the supervisor last read it keeps the settings in
         # force (CONTRACT §10, §11): a member forked meanwhile must not crash on it
         self.conf = settings.load(ws) if conf is None else settings.load_or_keep(ws, conf)
-        member = roster.get(roster.load(ws, team), name)
+        # the roster as last read whole: budgets still apply while a hand edit has left
+        # config.json unparsable (teamd keeps its last good copy too)
+        self.roster_seen: Json = roster.load(ws, team)
+        member = roster.get(self.roster_seen, name)
         self.kind = member.get("kind", "teammate")
         self.cwd = Path(member["cwd"])
         if not self.cwd.is_dir():
@@ -581,8 +584,15 @@ class Member:
 
     # -- budgets -------------------------------------------------------------------------
     def budget_reached(self) -> budget.Reached | None:
-        """The member's or the team's budget, when reached (read from the files)."""
-        config = roster.load(self.ws, self.team)
+        """The member's or the team's budget, when reached (read from the files; from the
+        roster last read whole while config.json does not parse)."""
+        try:
+            config = self.roster_seen = roster.load(self.ws, self.team)
+        except BadInput:
+            raise  # the team is gone
+        except TeamdError as exc:
+            log.warning("%s; the budgets last read stand", exc)
+            config = self.roster_seen
         if budget.budget_of(config) is None and all(
                 budget.budget_of(m) is None for m in config["members"]
                 if m["name"] == self.name):

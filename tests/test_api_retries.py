@@ -286,15 +286,15 @@ def test_a_refused_call_with_a_full_batch_still_hears_the_next_message(
         actions.send(ws, TEAM, "alice", f"FILL-{n}")
     with running_teamd(ws, server.url):
         wait_until(lambda: "not retried" in last_error(ws, "alice"), T, "the refusal")
-        refused = [r for r in server.requests if r["agent"] == "alice"]
-        assert [r["rule"] for r in refused] == ["400"]
-        assert "FILL-99" in json.dumps(refused[0]["body"]) and \
-            "FILL-100" not in json.dumps(refused[0]["body"])  # a batch of 100
-        wait_status(ws, "alice", "idle")
+        first = next(r for r in server.requests if r["agent"] == "alice")
+        assert first["rule"] == "400"
+        body = json.dumps(first["body"])
+        assert "FILL-99" in body and "FILL-100" not in body  # a batch of 100
         actions.send(ws, TEAM, "alice", "GOOD-2 now")
         lead_got(ws, lambda m: m["content"] == "HEARD", "the answer to the next message")
-    heard = requests_with(server, "GOOD-2")
-    assert heard and "FILL-100" in json.dumps(heard[0]["body"])  # the leftover came too
+    later = [r for r in server.requests if r["agent"] == "alice"][1:]
+    # what the refused batch left in the inbox reached the model afterwards too
+    assert any("FILL-100" in json.dumps(r["body"]) for r in later)
 
 
 def test_a_new_api_timeout_applies_to_a_running_member_from_its_next_call(

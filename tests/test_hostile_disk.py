@@ -262,11 +262,15 @@ def test_a_full_disk_neither_fork_loops_the_supervisor_nor_fails_a_member(
         new = wait_until(lambda: (pid := live_pid(ws, TEAM, "alice")) != old and pid, 45,
                          "alice to be started again once space is back")
         wait_status(ws, "alice", "idle")
+        calls = len([e for e in journal(ws, TEAM) if e["event"] == "model_call"])
         actions.send(ws, TEAM, "alice", "AFTER-FULL are you back?")
         server.wait_for(asked("AFTER-FULL", "alice"), T)
+        # its status says `active` only once the request has left: wait for the answer to
+        # be recorded before waiting for idle, or the old `idle` would pass for the new one
+        wait_until(lambda: len([e for e in journal(ws, TEAM)
+                                if e["event"] == "model_call"]) > calls, T, "the answer")
         wait_status(ws, "alice", "idle")
-        assert member(ws, TEAM, "alice")["status"] == "idle" and live_pid(
-            ws, TEAM, "alice") == new
+        assert live_pid(ws, TEAM, "alice") == new
         spawned = [e for e in journal(ws, TEAM) if e["event"] == "spawned"]
         assert [e["pid"] for e in spawned] == [old, new]  # no burst of forks once it could
     assert not [e for e in journal(ws, TEAM) if e["event"] == "member_failed"]
@@ -306,8 +310,10 @@ def test_a_teammate_that_cannot_write_its_session_makes_no_call_until_it_can(
         assert_whole_lines(ws.root)  # no torn line in the session (or anywhere)
         proc.rlimit(psutil.RLIMIT_FSIZE, unlimited)  # space comes back
         server.wait_for(asked("WHILE-STUCK", "alice"), T, since=calls)
+        # the answer recorded (model_call) clears last_error; only then is `idle` new
+        wait_until(lambda: member(ws, TEAM, "alice")["last_error"] is None, T,
+                   "last_error to clear with the answer")
         wait_status(ws, "alice", "idle")
-        assert member(ws, TEAM, "alice")["last_error"] is None
         assert live_pid(ws, TEAM, "alice") == pid  # it waited; it did not crash
         assert daemon.proc.poll() is None
     assert session.read_text().count("BIG-REPLY") == 1

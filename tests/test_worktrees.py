@@ -228,7 +228,7 @@ def test_a_failed_commit_leaves_the_task_in_progress_with_gits_message(
 
 
 def test_git_never_sees_the_api_key(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-secret-0123456789")
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "fake-secret-0123456789")
     monkeypatch.setenv("GIT_DIR", "/elsewhere")
     env = worktrees.git_env()
     assert "ANTHROPIC_API_KEY" not in env and "GIT_DIR" not in env

@@ -37,7 +37,7 @@ task_completed = "env > hook-task-env.txt"
 
 def test_the_api_key_leaks_nowhere_and_modes_hold_under_umask_000(
         ws: Workspace, server: ScriptedServer, workdir: Path, tmp_path: Path) -> None:
-    key = f"sk-ant-api03-FAULTSUITE-{uuid.uuid4().hex}"
+    key = f"fake-key-FAULTSUITE-{uuid.uuid4().hex}"
     big = {"input_tokens": 100, "cache_read_input_tokens": 30000,
            "cache_creation_input_tokens": 30000}
     server.add_rule({"agent": "alice", "contains": "WORK", "reply": {"content": [

@@ -96,6 +96,37 @@ def update(ws: Workspace, team: str, change: Callable[[Json], T]) -> T:
         return change(config)
 
 
+#: a member's live fields: what it *is* (CONTRACT §4: `members/{name}.json`); the rest of a
+#: member entry is what it should be (`config.json`)
+STATUS_FIELDS = ("status", "pid", "pid_create_time", "started_at", "restart_at", "restarts",
+                 "last_exit", "last_error", "current_task", "usage")
+
+
+def update_status(ws: Workspace, team: str, name: str, change: Callable[[Json], T]) -> T | None:
+    """Apply `change` to member `name`'s live state under its own lock and return what it
+    returns; None, without calling it, when `name` is not in the team. `change` may read and
+    set only the fields of STATUS_FIELDS: the hot path of every status, call and exit, whose
+    cost must not grow with the size of the team."""
+    def apply(config: Json) -> T | None:
+        member = find(config, name)
+        return None if member is None else change(member)
+
+    return update(ws, team, apply)
+
+
+def update_member(ws: Workspace, team: str, name: str,
+                  change: Callable[[Json, Json], T]) -> T | None:
+    """Like `update_status`, for a decision that reads what the member should be: `change`
+    gets the whole member (spec and live fields) and the team's roster, both read under the
+    roster lock so a person's change (`desired`, a delete) cannot slip in between; only the
+    member's STATUS_FIELDS are written."""
+    def apply(config: Json) -> T | None:
+        member = find(config, name)
+        return None if member is None else change(member, config)
+
+    return update(ws, team, apply)
+
+
 def new_roster(team: str, description: str, budget_usd: float | None = None) -> Json:
     return {"schema": 1, "name": team, "description": description,
             "created_at": time.time(), "state": "active", "budget_usd": budget_usd,

@@ -413,15 +413,14 @@ class Supervisor:
         that wants the member running again, which must not be undone."""
         applied = False
 
-        def change(config: Json) -> tuple[str, str] | None:
+        def change(m: Json, config: Json) -> tuple[str, str] | None:
             nonlocal applied
-            m = roster.find(config, name)
-            if m is None or (status == "shutdown" and m["desired"] != "stopped"):
+            if status == "shutdown" and m["desired"] != "stopped":
                 return None
             applied = True
             return roster.set_status(m, status)
 
-        moved = roster.update(self.ws, team, change)
+        moved = roster.update_member(self.ws, team, name, change)
         if not applied:
             return
         events.status_changed(self.ws, team, name, moved)
@@ -480,9 +479,8 @@ class Supervisor:
         child = Child(team, name, pid, create_time, time.time())
         self.children[pid] = child
 
-        def record(config: Json) -> tuple[str, str] | None:
-            m = roster.find(config, name)
-            if m is None or m["desired"] != "running" or config.get("state") == "deleting":
+        def record(m: Json, config: Json) -> tuple[str, str] | None:
+            if m["desired"] != "running" or config.get("state") == "deleting":
                 return None
             m.update(pid=pid, pid_create_time=create_time, started_at=child.started_at,
                      restart_at=None)
@@ -491,7 +489,7 @@ class Supervisor:
             return roster.set_status(m, "starting") or ("starting", "starting")
 
         try:
-            moved = roster.update(self.ws, team, record)
+            moved = roster.update_member(self.ws, team, name, record)
         except Exception as exc:
             short = files.out_of_space(exc) or (isinstance(exc, OSError)
                                                  and exc.errno in FD_ERRNOS)
@@ -515,13 +513,12 @@ class Supervisor:
 
     def note_error(self, team: str, name: str, why: str) -> None:
         """`last_error` of a member with no process, when it can be written."""
-        def change(config: Json) -> None:
-            m = roster.find(config, name)
-            if m is not None and not roster.is_live(m):
+        def change(m: Json) -> None:
+            if not roster.is_live(m):
                 m["last_error"] = why
 
         try:
-            roster.update(self.ws, team, change)
+            roster.update_status(self.ws, team, name, change)
         except Exception as exc:  # short of what it would take: the log has said it
             log.warning("%s/%s: cannot write last_error: %s", team, name, exc)
 
@@ -633,9 +630,8 @@ class Supervisor:
         history = self.crashes.setdefault(child.key, policy.CrashHistory())
         outcome: dict[str, Any] = {}
 
-        def change(config: Json) -> None:
-            m = roster.find(config, name)
-            if m is None or (m.get("pid") not in (None, child.pid) and not child.aborted):
+        def change(m: Json, config: Json) -> None:
+            if m.get("pid") not in (None, child.pid) and not child.aborted:
                 return
             if child.aborted:
                 return
@@ -675,7 +671,7 @@ class Supervisor:
             events.emit(self.ws, team, "exited", member=name, code=code, signal=sig)
 
         try:
-            roster.update(self.ws, team, change)
+            roster.update_member(self.ws, team, name, change)
         except Exception:
             log.exception("%s/%s: cannot record its exit", team, name)
             return

@@ -870,11 +870,14 @@ class Member:
         cost_add = changes.pop("cost_add", None)
         tasks = board.list_tasks(self.ws, self.team)
 
-        def change(config: Json) -> tuple[str, str] | None:
+        charged = False
+
+        def change(m: Json) -> tuple[str, str] | None:
+            nonlocal charged
             if cost_add:  # spent, whoever holds the roster entry now
-                budget.charge(self.ws, self.team, cost_add)  # lock order: roster → spend
-            m = roster.find(config, self.name)
-            if m is None or m.get("pid") != os.getpid():
+                budget.charge(self.ws, self.team, cost_add)  # lock order: status → spend
+                charged = True
+            if m.get("pid") != os.getpid():
                 return None  # not ours any more (CONTRACT §4): write nothing
             moved = None
             if "status" in changes:
@@ -894,7 +897,9 @@ class Member:
             return moved
 
         try:
-            moved = roster.update(self.ws, self.team, change)
+            moved = roster.update_status(self.ws, self.team, self.name, change)
+            if cost_add and not charged:  # removed from the roster meanwhile: still spent
+                budget.charge(self.ws, self.team, cost_add)
         except BadInput:
             raise  # the team is gone: nothing to work for
         except TeamdError as exc:

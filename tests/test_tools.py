@@ -35,6 +35,14 @@ CONTRACT_INPUTS = {
     "Task": ({"name", "prompt", "team_name"}, {"role", "plan_mode_required", "worktree"}),
 }
 LEAD_ONLY = {"TeamCreate", "TeamDelete", "Task"}
+# CONTRACT.md §8's table, row by row: (tool, given to the lead, given to a teammate)
+CONTRACT_TABLE = [
+    ("bash", True, True), ("read_file", True, True), ("write_file", True, True),
+    ("edit_file", True, True), ("TaskCreate", True, True), ("TaskGet", True, True),
+    ("TaskUpdate", True, True), ("TaskList", True, True), ("SendMessage", True, True),
+    ("SubmitPlan", False, True), ("TeamCreate", True, False), ("TeamDelete", True, False),
+    ("Task", True, False),
+]
 
 
 @pytest.fixture
@@ -94,7 +102,10 @@ def test_tool_sets_per_kind() -> None:
     assert set(teammate) == set(CONTRACT_INPUTS) - LEAD_ONLY
     assert set(lead) == (set(teammate) - {"SubmitPlan"}) | LEAD_ONLY
     assert [s["name"] for s in specs_for("lead")] == lead
-    assert specs_for("teammate") == specs_for("teammate")  # stable order for caching
+    # exactly the contract's tools per kind, in one fixed order (the cached prompt prefix)
+    assert teammate == [name for name, _, mate in CONTRACT_TABLE if mate]
+    assert lead == [name for name, is_lead, _ in CONTRACT_TABLE if is_lead]
+    assert [s["name"] for s in specs_for("teammate")] == teammate
     with pytest.raises(ValueError):
         tool_names("boss")
 

@@ -31,7 +31,7 @@ from teamd import (
 )
 from teamd.errors import BadInput, Interrupted, TeamdError
 from teamd.files import Json
-from teamd.layout import LEAD, ROOT_ENV, SUPERVISOR, USER, Workspace, validate_member_name
+from teamd.layout import LEAD, ROOT_ENV, SUPERVISOR, Workspace, validate_member_name
 from teamd.permissions import describe
 
 HELP_OPTIONS = {"help_option_names": ["-h", "--help"]}
@@ -361,15 +361,8 @@ def inbox_cmd(
       teamctl inbox shop --follow
     """
     w = ws()
-    config = actions.require_team(w, team)
-    me = roster.person(config)
-    name = name or me
-    if name == USER and me != USER:
-        raise BadInput(f"unknown member {USER!r} in team {team!r}: 'user' is the person "
-                       "beside an LLM lead, and this team has none")
-    if name not in (LEAD, USER):
-        roster.get(config, name)
-    drain = name == me and not peek
+    name, mine = actions.inbox_owner(actions.require_team(w, team), name)
+    drain = mine and not peek
     if not drain and not peek:
         why = "an LLM lead reads it" if name == LEAD else "it belongs to a teammate"
         print(f"note: only peeking: {why}", file=sys.stderr)
@@ -820,14 +813,9 @@ def task_update(
     Example:
       teamctl task update shop 3 --owner bob --blocked-by 2
     """
-    config = actions.require_team(ws(), team)
-    new_owner: Any = board.UNSET
-    if owner is not None:
-        new_owner = owner or None
-        if new_owner is not None:
-            roster.get(config, new_owner)
-    task = board.update(ws(), team, task_id, status=status, owner=new_owner,
-                        add_blocked_by=_ids(blocked_by))
+    task = actions.update_task(ws(), team, task_id, status=status,
+                               owner=board.UNSET if owner is None else owner,
+                               add_blocked_by=_ids(blocked_by))
     if as_json:
         output.emit_json(task)
     else:
@@ -1130,17 +1118,20 @@ def delete(team: TeamArg,
     """
     w = ws()
     with_worktrees = [m for m in actions.require_team(w, team)["members"] if m.get("worktree")]
-    opened = actions.begin_delete(w, team, force=force, purge=purge)
-    said = f"asked {', '.join(r['recipient'] for r in opened)} to shut down" if opened \
-        else None
+    started = actions.delete_team(w, team, force=force, purge=purge)
+    opened = started["requests"]
 
     def finished() -> bool:
         if actions.team_gone(w, team):
             return True
         return bool(_rejections(w, team, opened)) or actions.finish_delete(w, team)
 
-    done = _wait(w, team, timeout, finished, lambda: _delete_pending(w, team, opened),
-                 announce=said)
+    said = actions.asked_to_shut_down(opened)
+    if started["deleted"] and said:
+        print(said)  # they exited at once: still say what was asked
+    done = started["deleted"] or _wait(w, team, timeout, finished,
+                                       lambda: _delete_pending(w, team, opened),
+                                       announce=said)
     if not actions.team_gone(w, team):
         rejected = _rejections(w, team, opened)
         why = f"rejected the shutdown: {', '.join(rejected)}" if rejected else \

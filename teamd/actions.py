@@ -10,6 +10,8 @@ from __future__ import annotations
 import os
 import shutil
 import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -172,6 +174,63 @@ def set_budget(ws: Workspace, team: str, usd: Any, member: str | None = None) ->
 
 
 # -- messages ----------------------------------------------------------------------------
+#: the message types that answer a request (CONTRACT §3, §6)
+ANSWERS = ("shutdown_response", "plan_approval_response", "permission_response")
+
+
+@dataclass(frozen=True)
+class Spelling:
+    """How a caller names a response's fields in its refusals: `teamctl`'s flags, or the
+    SendMessage tool's inputs (`TOOL_INPUTS`). The rules and the sentences are the same."""
+
+    request_id: str = "--request-id"
+    approve: str = "--approve or --reject"
+    approve_or: str = "--approve/--reject"
+    feedback: str = "--feedback"
+    reason: str = "--reason"
+
+
+FLAGS = Spelling()
+TOOL_INPUTS = Spelling(request_id="request_id", approve="approve (true or false)",
+                       approve_or="approve", feedback="feedback", reason="a reason")
+
+
+def check_answer_fields(type_: str, request_id: str | None, approve: bool | None, *,
+                        words: Spelling = FLAGS) -> None:
+    """A response names the request it answers and says yes or no; no other message
+    carries either (BadInput otherwise)."""
+    if type_ in ANSWERS:
+        missing = [w for w, absent in ((words.request_id, not request_id),
+                                       (words.approve, approve is None)) if absent]
+        if missing:
+            raise BadInput(f"{type_} needs {' and '.join(missing)}")
+    elif request_id or approve is not None:
+        raise BadInput(f"{words.request_id} and {words.approve_or} do not apply to {type_}; "
+                       f"they only apply to {', '.join(ANSWERS)}")
+
+
+def _check_answerer(record: Json, expected: str, sender: str, recipient: str | None,
+                    me: str) -> None:
+    """A request is answered only as what it is (`expected` kind), by the member it was
+    sent to (a plan or permission request also by the person, `me`: CONTRACT §3), and to
+    whoever asked (`recipient`; None: to them, whoever they are)."""
+    rid = record["request_id"]
+    if record["kind"] != expected:
+        raise BadInput(f"request {rid!r} is a {record['kind']} request, not {expected}")
+    answerers = {record["recipient"], *((me,) if expected != "shutdown" else ())}
+    if sender not in answerers or recipient not in (None, record["sender"]):
+        raise BadInput(f"request {rid!r} was sent by {record['sender']} to "
+                       f"{record['recipient']}; only {record['recipient']} answers it, "
+                       f"to {record['sender']}")
+
+
+def check_shutdown_refusal(approve: bool, reason: str | None, content: str, *,
+                           words: Spelling = FLAGS) -> None:
+    """A member refusing a shutdown says why it must go on (CONTRACT §6)."""
+    if not approve and not (reason or content.strip()):
+        raise BadInput(f"refusing a shutdown needs {words.reason} (why it must go on)")
+
+
 def _check_party(config: Json, name: str, what: str) -> None:
     if name == USER:
         if not roster.has_llm_lead(config):
@@ -209,38 +268,24 @@ def send(ws: Workspace, team: str, recipient: str, content: str, *, type_: str =
     if type_ == "permission_request":
         raise BadInput("permission_request is sent by the harness, for a tool call that "
                        "waits; answer one with permission_response")
-    if type_ == "permission_response":
-        if not request_id or approve is None:
-            raise BadInput("permission_response needs --request-id and --approve or --reject")
-        record = requests.get(ws, team, request_id)
-        # asked of the lead (or, for the LLM lead's own asks, of the person); the person
-        # may answer any of them (CONTRACT §3: "lead or the person")
-        if record["kind"] != "permission" or record["sender"] != recipient \
-                or sender not in (record["recipient"], me):
-            raise BadInput(f"request {request_id!r} is not a permission request from "
-                           f"{recipient} to {sender}")
-        return answer_request(ws, team, request_id, approve, feedback or reason,
-                              sender=sender)
+    check_answer_fields(type_, request_id, approve)
+    if type_ in ("permission_response", "plan_approval_response"):
+        assert request_id is not None and approve is not None  # check_answer_fields
+        if type_ == "permission_response":
+            return answer_request(ws, team, request_id, approve, feedback or reason,
+                                  only="permission", sender=sender, recipient=recipient)
+        return answer_request(ws, team, request_id, approve, feedback,
+                              only="plan_approval", sender=sender, recipient=recipient,
+                              content=content)
     if type_ == "shutdown_request":
         if sender not in (LEAD, me):
             raise BadInput(f"only the lead or the person ({me}) sends shutdown_request")
         return shutdown(ws, team, recipient, reason=reason or content,
                         sender=sender)["message"]
-    if type_ in ("shutdown_response", "plan_approval_response"):
-        if not request_id:
-            raise BadInput(f"{type_} needs --request-id")
-        if approve is None:
-            raise BadInput(f"{type_} needs --approve or --reject")
-        kind = "shutdown" if type_ == "shutdown_response" else "plan_approval"
-        record = requests.get(ws, team, request_id)
-        if record["kind"] != kind:
-            raise BadInput(f"request {request_id!r} is a {record['kind']} request")
-        # a plan goes to the lead, and the person may answer it too (CONTRACT §3)
-        answerers = {record["recipient"], *((me,) if kind == "plan_approval" else ())}
-        if sender not in answerers or recipient != record["sender"]:
-            raise BadInput(f"request {request_id!r} was sent by {record['sender']} to "
-                           f"{record['recipient']}; only {record['recipient']} answers it, "
-                           f"to {record['sender']}")
+    if type_ == "shutdown_response":
+        assert request_id is not None and approve is not None
+        _check_answerer(requests.get(ws, team, request_id), "shutdown", sender, recipient, me)
+        check_shutdown_refusal(approve, reason, content)
         requests.answer(ws, team, request_id, approve, reason=reason, feedback=feedback)
     elif type_ == "plan_approval_request":
         if recipient != LEAD:
@@ -249,15 +294,10 @@ def send(ws: Workspace, team: str, recipient: str, content: str, *, type_: str =
                                            plan=content)["request_id"]
     elif type_ == "member_failed" and sender != SUPERVISOR:
         raise BadInput("member_failed is sent by teamd only")
-    elif request_id or approve is not None:
-        raise BadInput(f"--request-id and --approve/--reject do not apply to {type_}")
     extra: dict[str, Any] = {"summary": summary, "request_id": request_id}
-    if type_ in ("shutdown_response", "plan_approval_response"):
-        extra["approve"] = approve
     if type_ == "shutdown_response":
+        extra["approve"] = approve
         extra["reason"] = reason
-    if type_ == "plan_approval_response":
-        extra["feedback"] = feedback
     if type_ == "plan_approval_request":
         extra["plan"] = content
     if type_ == "idle_notification":
@@ -265,6 +305,21 @@ def send(ws: Workspace, team: str, recipient: str, content: str, *, type_: str =
     msg = inbox.make(type_, sender, recipient, content, **extra)
     inbox.deliver(ws, team, [msg])
     return msg
+
+
+def inbox_owner(config: Json, name: str | None) -> tuple[str, bool]:
+    """Whose inbox `teamctl inbox` shows (`name`, default: the person's), and whether the
+    person drains it: only the person's own (`lead_inbox.jsonl`, or `user_inbox.jsonl`
+    beside an LLM lead). Any other belongs to a member's process, which drains it itself:
+    the person only peeks (CONTRACT §3, Delivery)."""
+    me = roster.person(config)
+    name = name or me
+    if name == USER and me != USER:
+        raise BadInput(f"unknown member {USER!r} in team {config['name']!r}: 'user' is the "
+                       "person beside an LLM lead, and this team has none")
+    if name not in (LEAD, USER):
+        roster.get(config, name)
+    return name, name == me
 
 
 def broadcast(ws: Workspace, team: str, content: str, *, sender: str | None = None,
@@ -370,11 +425,7 @@ def approve_shutdown(ws: Workspace, team: str, name: str, request_id: str, *, re
     `pid` is the member's recorded process (a stale process leaves it alone; CONTRACT §4).
     Returns the response message."""
     record = requests.get(ws, team, request_id)
-    if record["kind"] != "shutdown":
-        raise BadInput(f"request {request_id!r} is a {record['kind']} request")
-    if record["recipient"] != name:
-        raise BadInput(f"request {request_id!r} was sent to {record['recipient']}; "
-                       "only they answer it")
+    _check_answerer(record, "shutdown", name, None, name)
     msg = inbox.make("shutdown_response", name, record["sender"],
                      content or f"{name} is shutting down", request_id=request_id,
                      approve=True, reason=reason, summary=summary)
@@ -556,17 +607,47 @@ def _stamp(now: float) -> str:
 
 def add_task(ws: Workspace, team: str, subject: str, description: str = "",
              blocked_by: list[int] | None = None, owner: str | None = None,
-             created_by: str = LEAD) -> Json:
-    """`task add`: a new task, given to `owner` from the start when named (so nobody else
-    can claim it in between)."""
+             created_by: str = LEAD,
+             before_write: Callable[[Json], None] | None = None) -> Json:
+    """`task add` and the TaskCreate tool: a new task, given to `owner` from the start when
+    named (so nobody else can claim it in between). `before_write` (a member's
+    `task_created` hook) sees the task once its input is found good, and may refuse it by
+    raising: nothing is written then."""
     config = require_team(ws, team, accepting=True)
     inbox.check_content(subject)
     inbox.check_content(description)
     if owner is not None:
         validate_member_name(owner)
         roster.get(config, owner)
+    if before_write is not None:
+        before_write({"subject": subject, "description": description,
+                      "blocked_by": blocked_by or [], "created_by": created_by})
     return board.create(ws, team, subject, description, blocked_by or [],
                         created_by=created_by, owner=owner)
+
+
+def task_owner(config: Json, owner: Any) -> Any:
+    """An owner as `task update --owner` or TaskUpdate gives it: `board.UNSET` (leave it
+    alone), "" or None (nobody), or the name of a member of the team (else BadInput)."""
+    if owner is board.UNSET:
+        return owner
+    owner = owner or None  # "" means "nobody", like null
+    if owner is not None:
+        roster.get(config, owner)
+    return owner
+
+
+def update_task(ws: Workspace, team: str, task_id: int, *, status: str | None = None,
+                owner: Any = board.UNSET, add_blocked_by: Iterable[int] = (),
+                add_blocks: Iterable[int] = (), actor: str = LEAD,
+                add_commits: Iterable[str] = (), holder: str | None = None) -> Json:
+    """`task update` and the TaskUpdate tool's write: a task's status, owner (see
+    `task_owner`) or dependencies. `holder`: a teammate, who changes only its own or an
+    unowned task (`board.NotHolder` otherwise, nothing changed)."""
+    config = require_team(ws, team)
+    return board.update(ws, team, task_id, status=status, owner=task_owner(config, owner),
+                        add_blocked_by=add_blocked_by, add_blocks=add_blocks, actor=actor,
+                        add_commits=add_commits, holder=holder)
 
 
 # -- plans and permissions ---------------------------------------------------------------
@@ -579,18 +660,24 @@ def answer_plan(ws: Workspace, team: str, request_id: str, approve: bool,
 
 def answer_request(ws: Workspace, team: str, request_id: str, approve: bool,
                    feedback: str | None = None, *, always: bool = False,
-                   only: str | None = None, sender: str | None = None) -> Json:
-    """Approve or reject a plan or permission request (`teamctl approve`/`reject`, the
-    lead's SendMessage): compare-and-set on the record, then the response into the
-    member's inbox. `always` (permissions only) also allows the exact call from now on.
-    `sender` (who answers) defaults to the person: `lead`, or `user` beside an LLM lead.
-    Returns the response message."""
+                   only: str | None = None, sender: str | None = None,
+                   recipient: str | None = None, content: str | None = None,
+                   words: Spelling = FLAGS) -> Json:
+    """Approve or reject a plan or permission request (`teamctl approve`/`reject`, `teamctl
+    send --type …_response`, the lead's SendMessage): compare-and-set on the record, then
+    the response into the member's inbox. `always` (permissions only) also allows the exact
+    call from now on. `sender` (who answers) defaults to the person: `lead`, or `user`
+    beside an LLM lead; any other must be the member the request was sent to. `recipient`,
+    when named, must be who asked. `content` (a plan's answer only) is the message's text
+    instead of the feedback. `words` spells the fields in a refusal. Returns the response
+    message."""
     config = require_team(ws, team)
-    sender = sender or roster.person(config)
+    me = roster.person(config)
+    sender = sender or me
     record = requests.get(ws, team, request_id)
     kind = record["kind"]
-    if only is not None and kind != only:
-        raise BadInput(f"request {request_id!r} is a {kind} request, not {only}")
+    if only is not None:
+        _check_answerer(record, only, sender, recipient, me)
     if kind not in ("plan_approval", "permission"):
         raise BadInput(f"request {request_id!r} is a {kind} request; only plan and "
                        "permission requests are approved or rejected here")
@@ -598,11 +685,11 @@ def answer_request(ws: Workspace, team: str, request_id: str, approve: bool,
         raise BadInput(f"--always applies to permission requests; {request_id!r} is a "
                        f"{kind} request")
     if not approve and not (feedback and feedback.strip()):
-        raise BadInput("a rejection needs --feedback saying "
+        raise BadInput(f"a rejection needs {words.feedback} saying "
                        + ("what to change" if kind == "plan_approval" else "why"))
     if kind == "plan_approval":
         type_ = "plan_approval_response"
-        text = feedback or ("Plan approved." if approve else "Plan rejected.")
+        text = content or feedback or ("Plan approved." if approve else "Plan rejected.")
     else:  # the feedback travels in its own field (and reaches the model as "Feedback:")
         type_ = "permission_response"
         text = f"{'Approved' if approve else 'Refused'}: {permissions.describe(record)}"
@@ -686,6 +773,23 @@ def finish_delete(ws: Workspace, team: str) -> bool:
         return False
     remove_team(ws, team)
     return True
+
+
+def delete_team(ws: Workspace, team: str, *, force: bool = False, purge: bool = False,
+                sender: str | None = None) -> Json:
+    """`teamctl delete` and the TeamDelete tool: `begin_delete`, then the folders removed at
+    once if nobody is live and no supervisor runs (`finish_delete`); else whoever removes
+    them later (the supervisor, `finish_delete` again) does. Returns {"requests": the
+    shutdown requests opened, "deleted": whether the team is gone already}."""
+    opened = begin_delete(ws, team, force=force, purge=purge, sender=sender)
+    return {"requests": opened, "deleted": finish_delete(ws, team)}
+
+
+def asked_to_shut_down(opened: list[Json]) -> str | None:
+    """"asked alice, bob to shut down" for the shutdown requests `opened`; None for none."""
+    if not opened:
+        return None
+    return f"asked {', '.join(r['recipient'] for r in opened)} to shut down"
 
 
 def remove_team(ws: Workspace, team: str) -> Path | None:

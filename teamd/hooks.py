@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from teamd import events
-from teamd.agent.tools_files import ACTIVE_GROUPS, DRAIN_GRACE, _Capture, child_env, kill_group
+from teamd.agent.tools_files import DRAIN_GRACE, _Capture, child_env, kill_group
 from teamd.files import Json
 from teamd.layout import Workspace
 
@@ -52,9 +52,10 @@ class Outcome:
 
 def run(ws: Workspace, team: str, member: str, cwd: Path, hook: str, command: str,
         timeout: float, *, tool: str | None = None, tool_input: Json | None = None,
-        task: Json | None = None) -> Outcome:
+        task: Json | None = None, groups: set[int] | None = None) -> Outcome:
     """Run `command` for the event `hook` and journal `hook_run`. Never raises for what the
-    hook does (a command that cannot even start counts as a failed hook)."""
+    hook does (a command that cannot even start counts as a failed hook). `groups` (the
+    member's `Toolbox.groups`) holds the hook's process group while it runs."""
     payload: Json = {"event": hook, "team": team, "member": member, "cwd": str(cwd)}
     if tool is not None:
         payload.update(tool=tool, input=tool_input)
@@ -69,7 +70,7 @@ def run(ws: Workspace, team: str, member: str, cwd: Path, hook: str, command: st
     try:
         code, timed_out, stderr = _run_sh(command, cwd, env,
                                           json.dumps(payload, ensure_ascii=False) + "\n",
-                                          timeout)
+                                          timeout, set() if groups is None else groups)
     except OSError as exc:  # no /bin/sh, cwd gone, out of processes
         code, timed_out, stderr = None, False, f"could not start the hook: {exc}"
     outcome = Outcome(hook, code, int((time.monotonic() - started) * 1000), timed_out,
@@ -83,7 +84,7 @@ def run(ws: Workspace, team: str, member: str, cwd: Path, hook: str, command: st
 
 
 def _run_sh(command: str, cwd: Path, env: dict[str, str], stdin: str,
-            timeout: float) -> tuple[int | None, bool, str]:
+            timeout: float, groups: set[int]) -> tuple[int | None, bool, str]:
     """`/bin/sh -c command` in a new session; stdin fed, stderr kept (head and tail),
     stdout thrown away. When the shell exits or time runs out, its whole group is killed:
     no hook leaves a process behind. Returns (exit code or None if killed, timed out,
@@ -91,7 +92,7 @@ def _run_sh(command: str, cwd: Path, env: dict[str, str], stdin: str,
     proc = subprocess.Popen(["/bin/sh", "-c", command], cwd=cwd, env=env,
                             stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, start_new_session=True, close_fds=True)
-    ACTIVE_GROUPS.add(proc.pid)  # the member's SIGTERM handler kills it with the tools
+    groups.add(proc.pid)  # the member's SIGTERM handler kills it with the tools
     assert proc.stdin is not None and proc.stderr is not None
     err = _Capture(REASON_CAP // 2)
     data = memoryview(stdin.encode())
@@ -146,7 +147,7 @@ def _run_sh(command: str, cwd: Path, env: dict[str, str], stdin: str,
         _close_quietly(proc)
         proc.stderr.close()
         proc.wait()
-        ACTIVE_GROUPS.discard(proc.pid)
+        groups.discard(proc.pid)
     code = None if timed_out or proc.returncode < 0 else proc.returncode
     reason = err.text(REASON_CAP).encode()[:REASON_CAP].decode("utf-8", "ignore")
     return code, timed_out, reason

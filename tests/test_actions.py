@@ -373,3 +373,117 @@ def test_shutdown_with_a_reason_too_large_changes_nothing(ws: Workspace) -> None
         actions.shutdown(ws, "t", "bob", reason="x" * (300 * 1024))
     assert sorted(p.name for p in ws.team_dir("t").rglob("*")) == before
     assert requests.list_requests(ws, "t") == []
+
+
+# -- one home for the rules teamctl and a lead's tools share (issue 9) -------------------
+def test_task_owner_is_normalised_in_one_place(ws: Workspace, team: str) -> None:
+    config = roster.load(ws, TEAM)
+    assert actions.task_owner(config, board.UNSET) is board.UNSET
+    assert actions.task_owner(config, "") is None and actions.task_owner(config, None) is None
+    assert actions.task_owner(config, "alice") == "alice"
+    with pytest.raises(BadInput, match="unknown member 'carol'"):
+        actions.task_owner(config, "carol")
+    board.create(ws, TEAM, "x")
+    assert actions.update_task(ws, TEAM, 1, owner="bob")["owner"] == "bob"
+    assert actions.update_task(ws, TEAM, 1, status="in_progress")["owner"] == "bob"
+    assert actions.update_task(ws, TEAM, 1, owner="")["owner"] is None
+    assert actions.update_task(ws, TEAM, 1, owner="alice", holder="bob")["owner"] == "alice"
+    before = snapshot(ws.root)
+    with pytest.raises(BadInput, match="unknown member"):
+        actions.update_task(ws, TEAM, 1, owner="carol")
+    with pytest.raises(board.NotHolder):  # a teammate changes only its own or unowned
+        actions.update_task(ws, TEAM, 1, status="completed", holder="bob")
+    assert snapshot(ws.root) == before
+
+
+def test_a_task_hook_sees_the_task_before_it_is_written(ws: Workspace, team: str) -> None:
+    seen: list[files.Json] = []
+
+    def refuse(task: files.Json) -> None:
+        seen.append(task)
+        raise BadInput("no thanks")
+
+    before = snapshot(ws.root)
+    with pytest.raises(BadInput, match="no thanks"):
+        actions.add_task(ws, TEAM, "s", "d", [], created_by="alice", before_write=refuse)
+    assert seen == [{"subject": "s", "description": "d", "blocked_by": [],
+                     "created_by": "alice"}]
+    assert snapshot(ws.root) == before and board.list_tasks(ws, TEAM) == []
+
+
+@pytest.mark.parametrize("words, fields", [
+    (actions.FLAGS, ("--request-id", "--approve or --reject", "--approve/--reject")),
+    (actions.TOOL_INPUTS, ("request_id", "approve (true or false)", "approve")),
+])
+def test_response_fields_are_one_rule_spelled_per_caller(
+        words: actions.Spelling, fields: tuple[str, str, str]) -> None:
+    rid, approve, pair = fields
+    for t in actions.ANSWERS:
+        with pytest.raises(BadInput) as no_both:
+            actions.check_answer_fields(t, None, None, words=words)
+        assert str(no_both.value) == f"{t} needs {rid} and {approve}"
+        with pytest.raises(BadInput) as no_approve:
+            actions.check_answer_fields(t, "r-1", None, words=words)
+        assert str(no_approve.value) == f"{t} needs {approve}"
+        actions.check_answer_fields(t, "r-1", False, words=words)
+    with pytest.raises(BadInput) as extra:
+        actions.check_answer_fields("message", "r-1", None, words=words)
+    assert str(extra.value) == (f"{rid} and {pair} do not apply to message; they only apply "
+                                "to shutdown_response, plan_approval_response, "
+                                "permission_response")
+    actions.check_answer_fields("message", None, None, words=words)
+
+
+def test_teamctl_and_the_lead_tool_refuse_a_wrong_answer_alike(ws: Workspace, team: str,
+                                                               tmp_path: Path) -> None:
+    from teamd.agent.tools import Toolbox
+
+    rid = actions.send(ws, TEAM, "lead", "my plan", type_="plan_approval_request",
+                       sender="alice")["request_id"]
+    lead = Toolbox(ws, TEAM, "lead", kind="lead", cwd=tmp_path, bash_timeout=5,
+                   plan_mode_required=False)
+    before = snapshot(ws.root)
+    for recipient, approve in (("bob", True), ("alice", False)):
+        with pytest.raises(BadInput) as by_cli:
+            actions.send(ws, TEAM, recipient, "", type_="plan_approval_response",
+                         request_id=rid, approve=approve)
+        by_tool = lead.run("SendMessage", {"recipient": recipient, "content": "",
+                                           "type": "plan_approval_response",
+                                           "request_id": rid, "approve": approve})
+        assert by_tool.is_error
+        # the same sentence, the field spelled as the caller knows it
+        assert by_tool.content == str(by_cli.value).replace("--feedback", "feedback")
+    assert "only lead answers it, to alice" in lead.run("SendMessage", {
+        "recipient": "bob", "content": "", "type": "plan_approval_response",
+        "request_id": rid, "approve": True}).content
+    # nothing answered, nothing sent (the tool's refusals are journalled as tool calls)
+    assert {k: v for k, v in snapshot(ws.root).items() if not k.endswith("events.jsonl")} \
+        == {k: v for k, v in before.items() if not k.endswith("events.jsonl")}
+    assert requests.get(ws, TEAM, rid)["status"] == "pending"
+
+
+def test_who_drains_which_inbox(ws: Workspace, team: str) -> None:
+    config = roster.load(ws, TEAM)
+    assert actions.inbox_owner(config, None) == ("lead", True)  # the person's own
+    assert actions.inbox_owner(config, "alice") == ("alice", False)  # its process drains it
+    with pytest.raises(BadInput, match="'user' is the person beside an LLM lead"):
+        actions.inbox_owner(config, "user")
+    with pytest.raises(BadInput, match="unknown member"):
+        actions.inbox_owner(config, "carol")
+    actions.spawn(ws, TEAM, "lead", "lead", lead=True)
+    config = roster.load(ws, TEAM)
+    assert actions.inbox_owner(config, None) == ("user", True)
+    assert actions.inbox_owner(config, "lead") == ("lead", False)  # the LLM lead drains it
+
+
+def test_delete_team_removes_at_once_when_nobody_is_live(ws: Workspace, team: str,
+                                                        live_process: psutil.Process) -> None:
+    make_live(ws, "alice", live_process)
+    started = actions.delete_team(ws, TEAM)
+    assert [r["recipient"] for r in started["requests"]] == ["alice"]
+    assert started["deleted"] is False and not actions.team_gone(ws, TEAM)
+    assert actions.asked_to_shut_down(started["requests"]) == "asked alice to shut down"
+    actions.create_team(ws, "quiet")
+    assert actions.delete_team(ws, "quiet") == {"requests": [], "deleted": True}
+    assert actions.team_gone(ws, "quiet")
+    assert actions.asked_to_shut_down([]) is None

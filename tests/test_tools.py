@@ -12,7 +12,6 @@ import psutil
 import pytest
 
 from teamd import actions, board, events, files, requests, roster
-from teamd.agent import tools_files
 from teamd.agent.tools import TOOL_SPECS, Toolbox, ToolResult, specs_for, tool_names
 from teamd.layout import Workspace
 from tests.harness import wait_until
@@ -36,6 +35,14 @@ CONTRACT_INPUTS = {
     "Task": ({"name", "prompt", "team_name"}, {"role", "plan_mode_required", "worktree"}),
 }
 LEAD_ONLY = {"TeamCreate", "TeamDelete", "Task"}
+# CONTRACT.md §8's table, row by row: (tool, given to the lead, given to a teammate)
+CONTRACT_TABLE = [
+    ("bash", True, True), ("read_file", True, True), ("write_file", True, True),
+    ("edit_file", True, True), ("TaskCreate", True, True), ("TaskGet", True, True),
+    ("TaskUpdate", True, True), ("TaskList", True, True), ("SendMessage", True, True),
+    ("SubmitPlan", False, True), ("TeamCreate", True, False), ("TeamDelete", True, False),
+    ("Task", True, False),
+]
 
 
 @pytest.fixture
@@ -95,7 +102,10 @@ def test_tool_sets_per_kind() -> None:
     assert set(teammate) == set(CONTRACT_INPUTS) - LEAD_ONLY
     assert set(lead) == (set(teammate) - {"SubmitPlan"}) | LEAD_ONLY
     assert [s["name"] for s in specs_for("lead")] == lead
-    assert specs_for("teammate") == specs_for("teammate")  # stable order for caching
+    # exactly the contract's tools per kind, in one fixed order (the cached prompt prefix)
+    assert teammate == [name for name, _, mate in CONTRACT_TABLE if mate]
+    assert lead == [name for name, is_lead, _ in CONTRACT_TABLE if is_lead]
+    assert [s["name"] for s in specs_for("teammate")] == teammate
     with pytest.raises(ValueError):
         tool_names("boss")
 
@@ -247,17 +257,18 @@ def test_bash_background_jobs_do_not_outlive_the_call(ws: Workspace, team: str,
 def test_running_groups_are_exposed_for_the_sigterm_handler(ws: Workspace, team: str,
                                                              workdir: Path) -> None:
     results: list[ToolResult] = []
+    tb, other = box(ws, workdir), box(ws, workdir, "bob")
     worker = threading.Thread(target=lambda: results.append(
-        box(ws, workdir).run("bash", {"command": "echo go; touch started; sleep 30"})))
+        tb.run("bash", {"command": "echo go; touch started; sleep 30"})))
     worker.start()
     wait_until(lambda: (workdir / "started").exists(), 5.0, "the command to start")
-    assert len(tools_files.ACTIVE_GROUPS) == 1
-    for pgid in list(tools_files.ACTIVE_GROUPS):
-        tools_files.kill_group(pgid)
+    assert len(tb.groups) == 1
+    assert not other.groups  # each toolbox owns its own: no state shared between them
+    tb.kill_running()
     worker.join(timeout=5)
     assert not worker.is_alive()
     assert results[0].content == "go\n[killed by signal 9]"
-    assert not tools_files.ACTIVE_GROUPS
+    assert not tb.groups
 
 
 @pytest.mark.parametrize("command", [
@@ -385,12 +396,12 @@ def test_shutdown_response_sets_the_hook(ws: Workspace, team: str, workdir: Path
     alice = box(ws, workdir)
     err(alice.run("SendMessage", {"recipient": "lead", "content": "", "approve": False,
                                   "type": "shutdown_response", "request_id": rid}), "reason")
-    assert not alice.shutdown_approved
-    out = ok(alice.run("SendMessage", {"recipient": "lead", "content": "bye",
-                                       "type": "shutdown_response", "request_id": rid,
-                                       "approve": True}))
-    assert "approved" in out
-    assert alice.shutdown_approved and alice.shutdown_request_id == rid
+    assert requests.get(ws, TEAM, rid)["status"] == "pending"
+    approved = alice.run("SendMessage", {"recipient": "lead", "content": "bye",
+                                         "type": "shutdown_response", "request_id": rid,
+                                         "approve": True})
+    assert "approved" in ok(approved)
+    assert approved.ends_process  # the loop leaves after this turn
     assert requests.get(ws, TEAM, rid)["status"] == "approved"
     [msg] = files.read_jsonl(ws.inbox(TEAM, "lead")).records
     assert (msg["type"], msg["request_id"], msg["approve"]) == ("shutdown_response", rid, True)
@@ -405,10 +416,11 @@ def test_rejected_shutdown_does_not_set_the_hook(ws: Workspace, team: str,
                                                  workdir: Path) -> None:
     rid = requests.open_request(ws, TEAM, "shutdown", "lead", "alice")["request_id"]
     alice = box(ws, workdir)
-    ok(alice.run("SendMessage", {"recipient": "lead", "content": "mid-migration",
-                                 "type": "shutdown_response", "request_id": rid,
-                                 "approve": False}))
-    assert not alice.shutdown_approved
+    refused = alice.run("SendMessage", {"recipient": "lead", "content": "mid-migration",
+                                        "type": "shutdown_response", "request_id": rid,
+                                        "approve": False})
+    ok(refused)
+    assert not refused.ends_process
     assert requests.get(ws, TEAM, rid)["reason"] == "mid-migration"
 
 
@@ -549,9 +561,9 @@ def test_team_delete_asks_live_members(ws: Workspace, team: str, workdir: Path) 
     # the winding-down still lands: bob answers
     rid = requests.list_requests(ws, TEAM)[0]["request_id"]
     bob = box(ws, workdir, "bob")
-    ok(bob.run("SendMessage", {"recipient": "lead", "content": "bye", "approve": True,
-                               "type": "shutdown_response", "request_id": rid}))
-    assert bob.shutdown_approved
+    assert bob.run("SendMessage", {"recipient": "lead", "content": "bye", "approve": True,
+                                   "type": "shutdown_response",
+                                   "request_id": rid}).ends_process
 
 
 def test_team_delete_of_own_team_leaves_no_ghost_folder(ws: Workspace, team: str,

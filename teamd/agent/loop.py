@@ -157,10 +157,7 @@ class Member:
     def on_sigterm(self, signum: int, frame: object) -> None:
         # The session is already on disk (every record is fsynced as it is written); what
         # is left is to take the tools' process groups down with us and die by the signal.
-        from teamd.agent import tools_files
-
-        for pgid in list(tools_files.ACTIVE_GROUPS):
-            tools_files.kill_group(pgid)
+        self.toolbox.kill_running()
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         os.kill(os.getpid(), signal.SIGTERM)
 
@@ -178,18 +175,16 @@ class Member:
         self.session.append({"type": "assistant", "content": content,
                              "stop_reason": reply.stop_reason, "usage": reply.usage})
         uses = [b for b in content if b.get("type") == "tool_use"]
+        leaving = False  # the model approved a shutdown: leave once this turn's calls ran
         for use in uses:
-            tool_input = use.get("input") or {}
-            result = self.toolbox.run(use["name"], tool_input, tool_use_id=use["id"])
-            claimed = None
-            if use["name"] == "TaskUpdate" and tool_input.get("status") == "in_progress" \
-                    and not result.is_error:
-                claimed = tool_input.get("task_id")  # the model took it up itself
+            result = self.toolbox.run(use["name"], use.get("input") or {},
+                                      tool_use_id=use["id"])
             self.record_result(use["id"], result.content, is_error=result.is_error,
-                               claimed=claimed)
+                               claimed=result.claimed)
+            leaving = leaving or result.ends_process
             if self.leaving:
                 return self.approve_shutdown(self.leaving, "waiting for permission")
-        if self.toolbox.shutdown_approved:
+        if leaving:
             return self.leave()
         if not uses:
             self.turn_ended = True
@@ -840,11 +835,11 @@ class Member:
 
     # -- the roster (only while its pid is ours) -----------------------------------------
     def record_result(self, tool_use_id: str, content: str, *, is_error: bool,
-                      claimed: Any = None) -> None:
+                      claimed: int | None = None) -> None:
         record: Json = {"type": "tool_result", "block": {
             "type": "tool_result", "tool_use_id": tool_use_id, "content": content,
             "is_error": is_error}}
-        if isinstance(claimed, int):
+        if claimed is not None:
             record["claimed"] = claimed  # known to the model: never re-announced
         self.session.append(record)
 

@@ -262,11 +262,6 @@ class BashOutcome:
     timed_out: bool
 
 
-#: Process groups of `bash` calls now running. The agent loop's SIGTERM handler kills them
-#: (`kill_group`) before the process dies, so a stopped teammate leaves no command behind.
-ACTIVE_GROUPS: set[int] = set()
-
-
 def kill_group(pgid: int) -> None:
     """SIGKILL every process in group `pgid`; a group already gone is fine."""
     with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -274,9 +269,12 @@ def kill_group(pgid: int) -> None:
 
 
 def run_bash(command: str, cwd: Path, timeout: float, cap: int = BASH_CAP,
-             environ: Mapping[str, str] | None = None) -> BashOutcome:
+             environ: Mapping[str, str] | None = None, *,
+             groups: set[int] | None = None) -> BashOutcome:
     """Run `bash -c command` in `cwd`, in a new session (its own process group), stdin from
     /dev/null, stdout and stderr merged. On exit or timeout the whole group is SIGKILLed.
+    `groups` (the caller's: a member's `Toolbox.groups`) holds the group while it runs, so
+    a SIGTERM handler can kill it before the process dies.
 
     The exit is watched through a pidfd so the group is killed while bash is still an
     unreaped zombie: its pid (the group id) cannot be reused before we signal it.
@@ -285,7 +283,8 @@ def run_bash(command: str, cwd: Path, timeout: float, cap: int = BASH_CAP,
         ["bash", "-c", command], cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT, start_new_session=True, env=child_env(environ),
         close_fds=True)
-    ACTIVE_GROUPS.add(proc.pid)  # start_new_session: the group id is bash's pid
+    running = groups if groups is not None else set()
+    running.add(proc.pid)  # start_new_session: the group id is bash's pid
     assert proc.stdout is not None
     out = _Capture(cap * 2)
     fd = proc.stdout.fileno()
@@ -335,7 +334,7 @@ def run_bash(command: str, cwd: Path, timeout: float, cap: int = BASH_CAP,
             os.close(pidfd)
         proc.stdout.close()
         proc.wait()
-        ACTIVE_GROUPS.discard(proc.pid)
+        running.discard(proc.pid)
     return BashOutcome(out.text(cap), None if timed_out else proc.returncode, timed_out)
 
 

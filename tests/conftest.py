@@ -1,15 +1,26 @@
 """Shared fixtures. Every test runs hermetic: its own workspace root, no API key, and no
-systemd variables leaking in from the environment that runs pytest."""
+systemd variables leaking in from the environment that runs pytest.
+
+The fixtures test files share live here (plain helpers: tests/harness.py,
+tests/helpers_proc.py, tests/gitrepo.py). A file that needs its own variant overrides a
+fixture by defining one of the same name: `script` to script the model, `team` to give the
+team members."""
 
 from __future__ import annotations
 
 import os
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
+import psutil
 import pytest
 
 from teamd.layout import Workspace
+from teamd.scripted import ScriptedServer
+from tests.gitrepo import make_repo
+from tests.harness import TEAM, make_team
 
 SCRUB = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL", "NOTIFY_SOCKET",
          "WATCHDOG_USEC", "WATCHDOG_PID")
@@ -32,3 +43,55 @@ def hermetic(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
 @pytest.fixture
 def ws(hermetic: Path) -> Workspace:
     return Workspace.at(hermetic)
+
+
+@pytest.fixture
+def script() -> dict[str, Any]:
+    """The scripted model's scenario for `server`: no rules, the default reply (one text
+    block, so a member makes one call and goes idle). Tests add rules with
+    `server.add_rule`; a file whose every test wants the same rules overrides `script`."""
+    return {"rules": []}
+
+
+@pytest.fixture
+def server(script: dict[str, Any], tmp_path: Path) -> Iterator[ScriptedServer]:
+    """The scripted model server, answering `script`; every request is also logged to
+    tmp_path/requests.jsonl (outside the workspace root)."""
+    with ScriptedServer(script, log_path=tmp_path / "requests.jsonl") as srv:
+        yield srv
+
+
+@pytest.fixture
+def workdir(tmp_path: Path) -> Path:
+    """An empty folder for members to work in (their `cwd`)."""
+    d = tmp_path / "work"
+    d.mkdir()
+    return d
+
+
+@pytest.fixture
+def team(request: pytest.FixtureRequest, ws: Workspace) -> str:
+    """The test file's team (its module's TEAM, else harness.TEAM), created with no member.
+    A file whose tests want members overrides this with a `make_team` of its own."""
+    return make_team(ws, None, team=getattr(request.module, "TEAM", TEAM))
+
+
+@pytest.fixture
+def live_process() -> Iterator[psutil.Process]:
+    """A real process standing in for a running member that never answers."""
+    proc = subprocess.Popen(["sleep", "120"])
+    try:
+        yield psutil.Process(proc.pid)
+    finally:
+        proc.kill()
+        proc.wait(10)
+
+
+@pytest.fixture
+def repo(ws: Workspace) -> Path:
+    """The workspace root is the repository (so teamd's own files must stay out of it),
+    its first commit holding shared.txt."""
+    made = make_repo(ws.root, {"shared.txt": "original line\n"})
+    # the test harness's own log of `teamd run` (tests/harness.py) is no product file
+    (made / ".git" / "info" / "exclude").write_text("/teamd.log\n")
+    return made

@@ -61,6 +61,24 @@ def teamctl(root: Path, *args: str | bytes, input: bytes | None = None,
                           umask=umask, env=env, check=False)
 
 
+def ctl(where: Path | Workspace, *args: str, code: int = 0, timeout: float = 120,
+        env: dict[str, str] | None = None) -> str:
+    """Run the real `teamctl`; check its exit code (`code`); return its standard output."""
+    root = where.root if isinstance(where, Workspace) else where
+    result = teamctl(root, *args, timeout=timeout, env=env)
+    assert result.returncode == code, (args, result.returncode, result.stdout,
+                                       result.stderr.decode(errors="replace"))
+    return result.stdout.decode()
+
+
+def teamctl_text(where: Path | Workspace, *args: str,
+                 timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """Run the real `teamctl`, unchecked; its output as text (to read an error line)."""
+    root = where.root if isinstance(where, Workspace) else where
+    return subprocess.run([str(TEAMCTL), "--root", str(root), *args], capture_output=True,
+                          text=True, timeout=timeout, check=False)
+
+
 def _dump(path: str, obj: Any) -> None:
     Path(path).write_text(json.dumps(obj))
 

@@ -4,9 +4,6 @@ from __future__ import annotations
 
 import re
 import stat
-import subprocess
-import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import psutil
@@ -15,6 +12,7 @@ import pytest
 from teamd import actions, board, events, files, inbox, requests, roster
 from teamd.errors import BadInput, TeamdError
 from teamd.layout import Workspace
+from tests.harness import make_live
 from tests.helpers_proc import snapshot
 
 TEAM = "t"
@@ -26,25 +24,6 @@ def team(ws: Workspace) -> str:
     for name in ("alice", "bob"):
         actions.spawn(ws, TEAM, name, "work", role=f"{name} role")
     return TEAM
-
-
-@pytest.fixture
-def live_process() -> Iterator[psutil.Process]:
-    """A real process to stand in for a running teammate."""
-    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
-    try:
-        yield psutil.Process(proc.pid)
-    finally:
-        proc.kill()
-        proc.wait(10)
-
-
-def make_live(ws: Workspace, name: str, proc: psutil.Process, status: str = "idle") -> None:
-    def change(config: files.Json) -> None:
-        member = roster.get(config, name)
-        member.update(pid=proc.pid, pid_create_time=proc.create_time(), status=status)
-
-    roster.update(ws, TEAM, change)
 
 
 def member(ws: Workspace, name: str) -> files.Json:
@@ -211,7 +190,7 @@ def test_shutdown_of_a_member_not_live_is_answered_on_its_behalf(ws: Workspace,
 
 def test_shutdown_of_a_live_member_writes_the_request_to_its_inbox(
         ws: Workspace, team: str, live_process: psutil.Process) -> None:
-    make_live(ws, "alice", live_process)
+    make_live(ws, TEAM, "alice", live_process)
     result = actions.shutdown(ws, team, "alice", reason="wrap up")
     assert result["answered"] is False
     [msg] = inbox.peek(ws, team, "alice")
@@ -300,7 +279,7 @@ def test_a_team_being_deleted_takes_no_new_work(ws: Workspace, team: str, attemp
 
 def test_winding_down_still_lands_while_deleting(ws: Workspace, team: str,
                                                  live_process: psutil.Process) -> None:
-    make_live(ws, "alice", live_process)
+    make_live(ws, TEAM, "alice", live_process)
     rid = actions.shutdown(ws, team, "alice")["request"]["request_id"]
     actions.mark_deleting(ws, team)
     actions.send(ws, team, "lead", "bye", type_="shutdown_response", sender="alice",
@@ -359,7 +338,7 @@ def test_remove_team_with_purge_keeps_nothing(ws: Workspace, team: str) -> None:
 
 def test_remove_team_refuses_while_a_member_is_live(ws: Workspace, team: str,
                                                     live_process: psutil.Process) -> None:
-    make_live(ws, "bob", live_process)
+    make_live(ws, TEAM, "bob", live_process)
     with pytest.raises(TeamdError, match="live members"):
         actions.remove_team(ws, team)
     assert ws.team_exists(team)

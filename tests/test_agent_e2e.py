@@ -6,71 +6,38 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
-import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-
-import psutil
-import pytest
 
 from teamd import actions, board, files, inbox, requests
 from teamd.layout import Workspace
 from teamd.scripted import ScriptedServer
-from tests.harness import journal, live_pid, member, running_teamd, wait_until
-
-TEAM = "crew"
-T = 20.0  # generous deadline for anything that normally takes well under a second
+from tests.harness import (
+    TEAM,
+    T,
+    asked,
+    assert_shut_down,
+    events_of,
+    gone,
+    journal,
+    last_user,
+    lead_got,
+    lead_inbox,
+    live_pid,
+    make_team,
+    member,
+    procs_with,
+    running_teamd,
+    send_to_lead,
+    tool_use,
+    turn_text,
+    wait_status,
+    wait_until,
+)
+from tests.helpers_proc import ctl
 
 
 # -- helpers -----------------------------------------------------------------------------
-@pytest.fixture
-def server() -> Iterator[ScriptedServer]:
-    with ScriptedServer({"rules": []}) as srv:
-        yield srv
-
-
-@pytest.fixture
-def workdir(tmp_path: Path) -> Path:
-    d = tmp_path / "work"
-    d.mkdir()
-    return d
-
-
-def make_team(ws: Workspace, workdir: Path, *names: str, plan_mode: bool = False,
-              prompt: str = "Wait for work from the lead.") -> None:
-    actions.create_team(ws, TEAM)
-    for name in names:
-        actions.spawn(ws, TEAM, name, prompt, cwd=str(workdir), plan_mode=plan_mode)
-
-
-def status(ws: Workspace, name: str) -> str:
-    return str(member(ws, TEAM, name)["status"])
-
-
-def wait_status(ws: Workspace, name: str, want: str, timeout: float = T) -> None:
-    wait_until(lambda: status(ws, name) == want, timeout, f"{name} to be {want}")
-
-
-def turn_text(turn: dict[str, Any]) -> str:
-    content = turn.get("content")
-    if isinstance(content, str):
-        return content
-    parts = []
-    for block in content or []:
-        if block.get("type") == "text":
-            parts.append(block["text"])
-        elif block.get("type") == "tool_result":
-            inner = block.get("content")
-            parts.append(inner if isinstance(inner, str) else json.dumps(inner))
-    return "\n".join(parts)
-
-
-def last_user(record: dict[str, Any]) -> dict[str, Any]:
-    return record["body"]["messages"][-1]
-
-
 def shown_at(server: ScriptedServer, agent: str, text: str) -> set[int]:
     """The conversation positions of the user turns carrying `text`, over every request
     of `agent`. A message shown exactly once sits in one user turn, at one position, in
@@ -85,36 +52,6 @@ def shown_at(server: ScriptedServer, agent: str, text: str) -> set[int]:
         assert len(here) <= 1, f"{text!r} in {len(here)} user turns of one request"
         positions.update(here)
     return positions
-
-
-def asked(text: str, agent: str | None = None) -> Any:
-    """A wait_for predicate: the request's last user turn (its new input) holds `text`."""
-    def pred(r: dict[str, Any]) -> bool:
-        return (agent is None or r["agent"] == agent) and text in turn_text(last_user(r))
-    return pred
-
-
-def lead_inbox(ws: Workspace) -> list[dict[str, Any]]:
-    return inbox.peek(ws, TEAM, "lead")
-
-
-def lead_got(ws: Workspace, pred: Any, what: str, timeout: float = T) -> dict[str, Any]:
-    def find() -> list[dict[str, Any]]:
-        return [m for m in lead_inbox(ws) if pred(m)]
-    return wait_until(find, timeout, what)[0]
-
-
-def tool_use(name: str, **inp: Any) -> dict[str, Any]:
-    return {"type": "tool_use", "name": name, "input": inp}
-
-
-def send_to_lead(text: str) -> dict[str, Any]:
-    return {"content": [tool_use("SendMessage", recipient="lead", content=text)]}
-
-
-def events_of(ws: Workspace, name: str, *kinds: str) -> list[dict[str, Any]]:
-    return [e for e in journal(ws, TEAM) if e.get("event") in kinds
-            and (e.get("member") == name or name == "*")]
 
 
 # -- 1. a message in, the model sees it once, the reply lands in the lead's inbox ---------
@@ -202,20 +139,6 @@ def test_auto_claim_follows_dependencies(ws: Workspace, server: ScriptedServer,
 
 
 # -- 4. the shutdown handshake -----------------------------------------------------------
-def exit_codes(ws: Workspace, name: str) -> list[tuple[Any, Any]]:
-    return [(e["code"], e["signal"]) for e in events_of(ws, name, "exited")]
-
-
-def assert_shut_down(ws: Workspace, name: str, pid: int) -> None:
-    wait_status(ws, name, "shutdown")
-    m = member(ws, TEAM, name)
-    assert m["desired"] == "stopped"
-    assert live_pid(ws, TEAM, name) is None
-    wait_until(lambda: not psutil.pid_exists(pid), T, f"pid {pid} to be reaped")
-    assert exit_codes(ws, name) == [(0, None)]
-    assert m["restarts"] == 0
-
-
 def test_shutdown_while_idle_is_answered_at_once(ws: Workspace, server: ScriptedServer,
                                                  workdir: Path) -> None:
     make_team(ws, workdir, "alice")
@@ -286,14 +209,6 @@ def test_shutdown_while_busy_unanswered_is_approved_by_the_harness(
 
 
 # -- 5. plan mode: refused, rejected, revised, approved ----------------------------------
-def teamctl(ws: Workspace, *args: str) -> str:
-    exe = Path(sys.executable).with_name("teamctl")
-    done = subprocess.run([str(exe), "--root", str(ws.root), *args], capture_output=True,
-                          text=True, timeout=30)
-    assert done.returncode == 0, done.stderr
-    return done.stdout
-
-
 def plan_requests(ws: Workspace) -> list[dict[str, Any]]:
     return [m for m in lead_inbox(ws) if m["type"] == "plan_approval_request"]
 
@@ -322,13 +237,13 @@ def test_plan_mode_gate(ws: Workspace, server: ScriptedServer, workdir: Path) ->
         first = wait_until(lambda: plan_requests(ws), T, "the first plan request")[0]
         assert first["plan"] == "PLAN-V1: write it"
         assert not target.exists()
-        teamctl(ws, "reject", TEAM, first["request_id"], "--feedback", "FEEDBACK-6b0f add tests")
+        ctl(ws, "reject", TEAM, first["request_id"], "--feedback", "FEEDBACK-6b0f add tests")
         server.wait_for(asked("FEEDBACK-6b0f", "alice"), T)
         second = wait_until(lambda: plan_requests(ws)[1:], T, "the revised plan")[0]
         assert second["plan"] == "PLAN-V2: with tests"
         assert requests.get(ws, TEAM, first["request_id"])["status"] == "rejected"
         assert not target.exists()
-        teamctl(ws, "approve", TEAM, second["request_id"])
+        ctl(ws, "approve", TEAM, second["request_id"])
         wait_until(target.exists, T, "write_file to succeed after the approval")
         assert target.read_text() == "built"
         done = server.wait_for(lambda r: r["agent"] == "alice" and "wrote" in
@@ -353,7 +268,7 @@ def test_a_member_with_a_plan_pending_claims_nothing(ws: Workspace, server: Scri
         plan = wait_until(lambda: plan_requests(ws), T, "the plan request")[0]
         lead_got(ws, lambda m: m["type"] == "idle_notification", "alice idle with the plan")
         wait_status(ws, "alice", "idle")
-        teamctl(ws, "approve", TEAM, plan["request_id"])
+        ctl(ws, "approve", TEAM, plan["request_id"])
         wait_until(lambda: board.get(ws, TEAM, task["id"])["status"] == "completed", T,
                    "the task to be done after the approval")
     answered = requests.get(ws, TEAM, plan["request_id"])["resolved_at"]
@@ -404,24 +319,6 @@ def test_kill_during_model_call_resumes_without_repeats(
 
 
 # -- 7. kill -9 during a bash call -------------------------------------------------------
-def procs_with(text: str) -> list[psutil.Process]:
-    found = []
-    for p in psutil.process_iter(["cmdline"]):
-        try:
-            if any(text in part for part in p.info["cmdline"] or []):
-                found.append(p)
-        except psutil.Error:
-            continue
-    return found
-
-
-def gone(proc: psutil.Process) -> bool:
-    try:
-        return not proc.is_running() or proc.status() == psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return True
-
-
 def test_kill_during_bash_does_not_rerun_it(ws: Workspace, server: ScriptedServer,
                                             workdir: Path) -> None:
     marker = "marker-3e9b.txt"

@@ -6,42 +6,29 @@ from __future__ import annotations
 import json
 import signal
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-
-import pytest
 
 from teamd import actions, files
 from teamd.layout import Workspace
 from teamd.scripted import ScriptedServer
-from tests.harness import live_pid, member, running_teamd, wait_until
-from tests.test_agent_e2e import (
+from tests.harness import (
     TEAM,
     asked,
     assert_shut_down,
     events_of,
     lead_got,
     lead_inbox,
+    live_pid,
     make_team,
+    member,
+    running_teamd,
     send_to_lead,
     wait_status,
+    wait_until,
 )
 
 T = 20.0
-
-
-@pytest.fixture
-def server() -> Iterator[ScriptedServer]:
-    with ScriptedServer({"rules": []}) as srv:
-        yield srv
-
-
-@pytest.fixture
-def workdir(tmp_path: Path) -> Path:
-    d = tmp_path / "work"
-    d.mkdir()
-    return d
 
 
 def last_error(ws: Workspace, name: str) -> str:

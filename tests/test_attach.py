@@ -8,9 +8,8 @@ import json
 import os
 import signal
 import subprocess
-from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -18,26 +17,19 @@ from teamctl.transcript import Renderer, history, render
 from teamd import actions, files
 from teamd.layout import Workspace
 from teamd.scripted import ScriptedServer
-from tests.harness import live_pid, member, running_teamd, wait_until
+from tests import harness
+from tests.harness import (
+    TEAM,
+    Reader,
+    live_pid,
+    running_teamd,
+    tool_use,
+    wait_until,
+)
 from tests.helpers_proc import TEAMCTL, clean_env, teamctl
-from tests.test_operator import Reader
 
-TEAM = "crew"
 T = 30.0
-
-
-@pytest.fixture
-def server() -> Iterator[ScriptedServer]:
-    with ScriptedServer({"rules": []}) as srv:
-        yield srv
-
-
-def tool_use(name: str, **inp: Any) -> dict[str, Any]:
-    return {"type": "tool_use", "name": name, "input": inp}
-
-
-def wait_status(ws: Workspace, name: str, want: str) -> None:
-    wait_until(lambda: member(ws, TEAM, name)["status"] == want, T, f"{name} to be {want}")
+wait_status = partial(harness.wait_status, timeout=T)
 
 
 @pytest.mark.timeout(180)

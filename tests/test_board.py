@@ -4,18 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from teamd import actions, board, events, files
+from teamd import board, events, files
 from teamd.errors import BadInput
 from teamd.layout import Workspace
 from tests.helpers_proc import snapshot
 
 TEAM = "t"
-
-
-@pytest.fixture
-def team(ws: Workspace) -> str:
-    actions.create_team(ws, TEAM)
-    return TEAM
 
 
 def make(ws: Workspace, n: int, **kw: object) -> list[int]:

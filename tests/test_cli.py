@@ -23,18 +23,11 @@ from teamctl.cli import app
 from teamd import actions, board, events, inbox, requests, roster, settings
 from teamd.errors import BadInput, TeamdError
 from teamd.layout import Workspace
-from tests.harness import wait_until
+from tests.harness import cli, wait_until
 from tests.helpers_proc import TEAMCTL, snapshot
 
 runner = CliRunner()
 JQ = shutil.which("jq")
-
-
-def cli(root: Path, *args: str, input: str | bytes | None = None, ok: bool = True) -> Result:
-    result = runner.invoke(app, ["--root", str(root), *args], input=input)
-    if ok:
-        assert result.exit_code == 0, (result.output, result.exception)
-    return result
 
 
 def as_json(result: Result) -> Any:

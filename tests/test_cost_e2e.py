@@ -8,28 +8,31 @@ import json
 import os
 import signal
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from typer.testing import CliRunner
 
-from teamctl.cli import app
 from teamd import actions, files, roster
 from teamd.layout import LEAD, Workspace
 from teamd.scripted import ScriptedServer
-from tests.harness import journal, live_pid, member, read_log, running_teamd, wait_until
-from tests.test_agent_e2e import (
+from tests.harness import (
     TEAM,
     asked,
+    cli,
     events_of,
+    journal,
     lead_got,
     lead_inbox,
+    live_pid,
+    member,
+    read_log,
+    running_teamd,
     send_to_lead,
     tool_use,
     turn_text,
     wait_status,
+    wait_until,
 )
 
 T = 30.0
@@ -37,25 +40,6 @@ T = 30.0
 BIG = {"input_tokens": 20_000, "output_tokens": 0, "cache_read_input_tokens": 0,
        "cache_creation_input_tokens": 0}
 CALL_USD = 0.06
-
-
-@pytest.fixture
-def server() -> Iterator[ScriptedServer]:
-    with ScriptedServer({"rules": []}) as srv:
-        yield srv
-
-
-@pytest.fixture
-def workdir(tmp_path: Path) -> Path:
-    d = tmp_path / "work"
-    d.mkdir()
-    return d
-
-
-def cli(ws: Workspace, *args: str) -> Any:
-    result = CliRunner().invoke(app, ["--root", str(ws.root), *args])
-    assert result.exit_code == 0, (result.output, result.exception)
-    return result
 
 
 def calls_of(server: ScriptedServer, name: str) -> list[dict[str, Any]]:

@@ -6,8 +6,8 @@ back it must take that task up, and only once."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -22,13 +22,12 @@ T = 20.0
 
 
 @pytest.fixture
-def server() -> Iterator[ScriptedServer]:
-    with ScriptedServer({"rules": [
+def script() -> dict[str, Any]:
+    return {"rules": [
         {"name": "finish", "regex": r"<auto-claimed>Task #(?P<tid>\d+)", "reply": {"content": [
             {"type": "tool_use", "name": "TaskUpdate",
              "input": {"task_id": "{int:tid}", "status": "completed"}}]}},
-    ], "default": {"content": [{"type": "text", "text": "Waiting."}]}}) as srv:
-        yield srv
+    ], "default": {"content": [{"type": "text", "text": "Waiting."}]}}
 
 
 def test_a_claim_the_conversation_never_heard_of_is_taken_up_once(

@@ -6,16 +6,10 @@ import threading
 
 import pytest
 
-from teamd import actions, events, files
+from teamd import events, files
 from teamd.layout import Workspace
 
 TEAM = "t"
-
-
-@pytest.fixture
-def team(ws: Workspace) -> str:
-    actions.create_team(ws, TEAM)
-    return TEAM
 
 
 def test_emit_appends_one_line_with_ts_event_member(ws: Workspace, team: str) -> None:

@@ -4,43 +4,29 @@ teammates under a real `teamd run`, the model being the scripted server."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import psutil
-import pytest
 
 from teamd import actions, board, files
 from teamd.layout import Workspace
 from teamd.scripted import ScriptedServer
-from tests.harness import running_teamd, wait_until
-from tests.test_agent_e2e import (
+from tests.harness import (
     TEAM,
     events_of,
     last_user,
     lead_got,
     make_team,
-    teamctl,
+    running_teamd,
     tool_use,
     turn_text,
     wait_status,
+    wait_until,
 )
+from tests.helpers_proc import ctl
 
 T = 20.0
-
-
-@pytest.fixture
-def server() -> Iterator[ScriptedServer]:
-    with ScriptedServer({"rules": []}) as srv:
-        yield srv
-
-
-@pytest.fixture
-def workdir(tmp_path: Path) -> Path:
-    d = tmp_path / "work"
-    d.mkdir()
-    return d
 
 
 def configure(ws: Workspace, hooks: dict[str, str], extra: str = "") -> None:
@@ -154,7 +140,7 @@ def test_pre_tool_use_and_task_created_block_on_exit_2_and_fail_open_otherwise(
                                "tool_result" in json.dumps(last_user(r)), T)
         wait_status(ws, "alice", "idle")
         # teamctl runs no hooks: a task the hook would block is created
-        teamctl(ws, "task", "add", TEAM, "NOPE from a person")
+        ctl(ws, "task", "add", TEAM, "NOPE from a person")
     assert error_results(seen) == ["blocked by the pre_tool_use hook: PRE-3a1 not that one",
                                    "blocked by the task_created hook: no NOPE tasks"]
     assert not (workdir / "blocked.txt").exists()

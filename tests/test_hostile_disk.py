@@ -28,32 +28,23 @@ from teamd.layout import Workspace
 from teamd.proc import EXIT_NO_SPACE
 from teamd.scripted import ScriptedServer
 from teamd.supervisor import Child, Supervisor
-from tests.harness import journal, live_pid, member, running_teamd, wait_until
-from tests.helpers_proc import snapshot, teamctl
-from tests.test_agent_e2e import (
+from tests.harness import (
     TEAM,
     T,
     asked,
+    journal,
     last_user,
+    live_pid,
     make_team,
+    member,
+    running_teamd,
     turn_text,
     wait_status,
+    wait_until,
 )
+from tests.helpers_proc import snapshot, teamctl
 
 DISK_SIZE = "8m"
-
-
-@pytest.fixture
-def server(tmp_path: Path) -> Iterator[ScriptedServer]:
-    with ScriptedServer({"rules": []}, log_path=tmp_path / "requests.jsonl") as srv:
-        yield srv
-
-
-@pytest.fixture
-def workdir(tmp_path: Path) -> Path:
-    d = tmp_path / "work"
-    d.mkdir()
-    return d
 
 
 @pytest.fixture

@@ -9,16 +9,14 @@ import pytest
 from teamd import actions, events, files, inbox
 from teamd.errors import BadInput
 from teamd.layout import Workspace
+from tests.harness import make_team
 
 TEAM = "t"
 
 
 @pytest.fixture
 def team(ws: Workspace) -> str:
-    actions.create_team(ws, TEAM)
-    for name in ("alice", "bob"):
-        actions.spawn(ws, TEAM, name, "work")
-    return TEAM
+    return make_team(ws, None, "alice", "bob", team=TEAM, prompt="work")
 
 
 # -- make --------------------------------------------------------------------------------

@@ -4,8 +4,8 @@ puts work on the board, hears back, and shuts the teammate down with the handsha
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import psutil
 import pytest
@@ -22,9 +22,9 @@ T = 20.0
 
 
 @pytest.fixture
-def server() -> Iterator[ScriptedServer]:
+def script() -> dict[str, Any]:
     rid = r'type="shutdown_response" request_id="(?P<rid>[^"]+)"'
-    with ScriptedServer({"rules": [
+    return {"rules": [
         # the lead: staff the team and fill the board on its first call
         {"name": "staff", "agent": "lead", "nth": 1, "reply": {"content": [
             {"type": "tool_use", "name": "Task", "input": {
@@ -49,8 +49,7 @@ def server() -> Iterator[ScriptedServer]:
               "input": {"task_id": "{int:tid}", "status": "completed"}},
              {"type": "tool_use", "name": "SendMessage", "input": {
                  "recipient": "lead", "content": "Task #{tid}: hello.txt is written"}}]}},
-    ], "default": {"content": [{"type": "text", "text": "Waiting."}]}}) as srv:
-        yield srv
+    ], "default": {"content": [{"type": "text", "text": "Waiting."}]}}
 
 
 def test_llm_lead_staffs_the_team_and_shuts_it_down(ws: Workspace, tmp_path: Path,

@@ -9,9 +9,7 @@ import re
 import signal
 import subprocess
 import sys
-import threading
 import time
-from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 
@@ -21,7 +19,7 @@ import pytest
 from teamd import actions, board, events, files, requests, roster
 from teamd.layout import Workspace
 from teamd.scripted import ScriptedServer
-from tests.harness import running_teamd, wait_until
+from tests.harness import Reader, make_live, make_team, running_teamd, wait_until
 from tests.helpers_proc import TEAMCTL, clean_env, teamctl
 
 TEAM = "t"
@@ -31,29 +29,7 @@ T = 20.0
 # -- helpers -----------------------------------------------------------------------------
 @pytest.fixture
 def team(ws: Workspace) -> str:
-    actions.create_team(ws, TEAM)
-    for name in ("alice", "bob", "carol"):
-        actions.spawn(ws, TEAM, name, "work")
-    return TEAM
-
-
-@pytest.fixture
-def live_process() -> Iterator[psutil.Process]:
-    """A real process standing in for a running teammate that never answers."""
-    proc = subprocess.Popen(["sleep", "120"])
-    try:
-        yield psutil.Process(proc.pid)
-    finally:
-        proc.kill()
-        proc.wait(10)
-
-
-def make_live(ws: Workspace, name: str, proc: psutil.Process) -> None:
-    def change(config: files.Json) -> None:
-        roster.get(config, name).update(pid=proc.pid, pid_create_time=proc.create_time(),
-                                        status="active")
-
-    roster.update(ws, TEAM, change)
+    return make_team(ws, None, "alice", "bob", "carol", team=TEAM, prompt="work")
 
 
 def run(ws: Workspace, *args: str, env: dict[str, str] | None = None
@@ -63,25 +39,6 @@ def run(ws: Workspace, *args: str, env: dict[str, str] | None = None
 
 def out_lines(done: subprocess.CompletedProcess[bytes]) -> list[str]:
     return done.stdout.decode().splitlines()
-
-
-class Reader:
-    """Collects a subprocess's stdout lines on a thread, to wait on them with deadlines."""
-
-    def __init__(self, proc: subprocess.Popen[bytes]) -> None:
-        self.proc = proc
-        self.lines: list[str] = []
-        self.thread = threading.Thread(target=self._read, daemon=True)
-        self.thread.start()
-
-    def _read(self) -> None:
-        assert self.proc.stdout is not None
-        for raw in self.proc.stdout:
-            self.lines.append(raw.decode().rstrip("\n"))
-
-    def wait_for(self, text: str, timeout: float = T) -> str:
-        return wait_until(lambda: next((x for x in self.lines if text in x), None), timeout,
-                          f"{text!r} in the output")
 
 
 def popen(ws: Workspace, *args: str) -> subprocess.Popen[bytes]:
@@ -133,7 +90,7 @@ def test_delete_with_a_supervisor_running_never_tracebacks(ws: Workspace) -> Non
 def test_ctrl_c_in_a_wait_exits_130_saying_what_is_pending(
         ws: Workspace, team: str, live_process: psutil.Process, args: list[str],
         ready: str) -> None:
-    make_live(ws, "alice", live_process)  # live, and nobody will ever answer for it
+    make_live(ws, TEAM, "alice", live_process, "active")  # live, and nobody will ever answer for it
     proc = popen(ws, *args)
     reader = Reader(proc)
     reader.wait_for(ready)
@@ -362,7 +319,7 @@ def test_down_up_restart_and_remove_a_whole_team(ws: Workspace, team: str) -> No
 
 def test_remove_of_a_live_member_times_out_without_removing_it(
         ws: Workspace, team: str, live_process: psutil.Process) -> None:
-    make_live(ws, "alice", live_process)
+    make_live(ws, TEAM, "alice", live_process, "active")
     done = run(ws, "remove", TEAM, "alice", "--timeout", "0.5")
     assert done.returncode == 1 and b"timed out" in done.stderr
     assert "alice" in roster.names(roster.load(ws, TEAM))

@@ -9,7 +9,6 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,38 +17,28 @@ import pytest
 from teamd import actions, files, inbox, permissions, requests
 from teamd.layout import Workspace
 from teamd.scripted import ScriptedServer
-from tests.harness import journal, live_pid, member, running_teamd, wait_until
-from tests.helpers_proc import clean_env
-from tests.helpers_proc import teamctl as run_teamctl
-from tests.test_agent_e2e import (
+from tests.harness import (
     TEAM,
     asked,
     events_of,
+    journal,
     last_user,
     lead_got,
+    live_pid,
     make_team,
-    teamctl,
+    member,
+    running_teamd,
     tool_use,
     turn_text,
     wait_status,
+    wait_until,
 )
+from tests.helpers_proc import clean_env, ctl
+from tests.helpers_proc import teamctl as run_teamctl
 
 T = 20.0
 PUSH = "echo pushed >> pushed.txt"  # stands for `git push`: asks first
 ASK_RULES = '[permissions]\nask = ["bash(echo pushed*)"]\n'
-
-
-@pytest.fixture
-def server() -> Iterator[ScriptedServer]:
-    with ScriptedServer({"rules": []}) as srv:
-        yield srv
-
-
-@pytest.fixture
-def workdir(tmp_path: Path) -> Path:
-    d = tmp_path / "work"
-    d.mkdir()
-    return d
 
 
 def configure(ws: Workspace, text: str) -> None:
@@ -156,18 +145,18 @@ def test_ask_waits_then_approve_runs_it_once_and_always_stops_asking(
         assert [(e["tool"], e["input"], e["rule"], e["request_id"]) for e in asked_ev] == \
             [("bash", PUSH, "bash(echo pushed*)", rid)]
         # teamctl shows it: one readable line, the whole record with --json, and status
-        listing = teamctl(ws, "requests", TEAM, "--pending")
+        listing = ctl(ws, "requests", TEAM, "--pending")
         line = next(x for x in listing.splitlines() if rid in x)
         assert "permission" in line and f"bash: {PUSH}" in line
-        whole = json.loads(teamctl(ws, "requests", TEAM, "--pending", "--json"))
+        whole = json.loads(ctl(ws, "requests", TEAM, "--pending", "--json"))
         assert [r["input"] for r in whole] == [{"command": PUSH}]
-        doc = json.loads(teamctl(ws, "status", TEAM, "--json"))
+        doc = json.loads(ctl(ws, "status", TEAM, "--json"))
         alice = next(m for m in doc["teams"][0]["members"] if m["name"] == "alice")
         assert alice["status"] == "waiting"
         assert alice["waiting_for"] == f"permission {rid}: bash: {PUSH}"
-        assert "waiting" in teamctl(ws, "status", TEAM)
+        assert "waiting" in ctl(ws, "status", TEAM)
 
-        out = teamctl(ws, "approve", TEAM, rid, "--always")
+        out = ctl(ws, "approve", TEAM, rid, "--always")
         assert rid in out
         wait_until(lambda: lines(pushed) == ["pushed"], T, "the approved command to run")
         result = result_with(server, "[exit code 0]")
@@ -198,7 +187,7 @@ def test_reject_with_feedback_reaches_the_model(ws: Workspace, server: ScriptedS
         wait_status(ws, "alice", "idle")
         actions.send(ws, TEAM, "alice", "ASK-R push it")
         rid = pending_ask(ws)["request_id"]
-        teamctl(ws, "reject", TEAM, rid, "--feedback", "FEEDBACK-7c1 open a pull request")
+        ctl(ws, "reject", TEAM, rid, "--feedback", "FEEDBACK-7c1 open a pull request")
         result = result_with(server, "permission refused")
         assert result["is_error"] is True
         assert result["content"] == "permission refused: FEEDBACK-7c1 open a pull request"
@@ -277,13 +266,13 @@ def test_kill_while_waiting_then_approve_runs_exactly_once(
         os.kill(pid, signal.SIGKILL)
         if approve_while_down:
             wait_until(lambda: live_pid(ws, TEAM, "alice") is None, T, "alice to be dead")
-            teamctl(ws, "approve", TEAM, rid)
+            ctl(ws, "approve", TEAM, rid)
             assert live_pid(ws, TEAM, "alice") is None  # answered before the restart
         wait_until(lambda: (live_pid(ws, TEAM, "alice") or pid) != pid, T, "a restart")
         if not approve_while_down:
             # the new process waits again on the same record, without asking twice
             assert pending_ask(ws)["request_id"] == rid
-            teamctl(ws, "approve", TEAM, rid)
+            ctl(ws, "approve", TEAM, rid)
         wait_until(lambda: lines(pushed), T, "the approved command to run")
         result_with(server, "[exit code 0]")
         wait_status(ws, "alice", "idle")
@@ -310,7 +299,7 @@ def test_kill_right_after_the_approved_call_ran_never_runs_it_again(
         wait_status(ws, "alice", "idle")
         actions.send(ws, TEAM, "alice", "ASK-S push it")
         rid = pending_ask(ws)["request_id"]
-        teamctl(ws, "approve", TEAM, rid)
+        ctl(ws, "approve", TEAM, rid)
         wait_until(lambda: lines(pushed), T, "the approved command to start")
         assert requests.get(ws, TEAM, rid)["ran"] is True
         pid = live_pid(ws, TEAM, "alice")

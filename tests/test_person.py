@@ -6,32 +6,23 @@ lead, and nobody can without one; answers go back to whoever asked."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from typer.testing import CliRunner, Result
+from typer.testing import CliRunner
 
-from teamctl.cli import app
 from teamd import actions, files, inbox, requests
 from teamd.agent.tools import Toolbox
 from teamd.errors import BadInput
 from teamd.layout import Workspace, validate_member_name
 from teamd.scripted import ScriptedServer
-from tests.harness import live_pid, member, running_teamd, wait_until
+from tests.harness import cli, live_pid, member, running_teamd, wait_until
 from tests.helpers_proc import clean_env, teamctl
 
 TEAM = "crew"
 T = 20.0
 runner = CliRunner()
-
-
-def cli(root: Path, *args: str, ok: bool = True) -> Result:
-    result = runner.invoke(app, ["--root", str(root), *args])
-    if ok:
-        assert result.exit_code == 0, (result.output, result.exception)
-    return result
 
 
 def jsonl(text: str) -> list[dict[str, Any]]:
@@ -136,14 +127,13 @@ def test_beside_an_llm_lead_the_person_is_user(team: Workspace) -> None:
 
 # -- with real processes -------------------------------------------------------------------
 @pytest.fixture
-def server() -> Iterator[ScriptedServer]:
-    with ScriptedServer({"rules": [
+def script() -> dict[str, Any]:
+    return {"rules": [
         {"name": "answer-user", "agent": "lead",
          "regex": r'<teammate-message sender="user" type="message">(?P<text>[^<]+)<',
          "reply": {"content": [{"type": "tool_use", "name": "SendMessage", "input": {
              "recipient": "user", "content": "On it: {text}"}}]}},
-    ], "default": {"content": [{"type": "text", "text": "Waiting."}]}}) as srv:
-        yield srv
+    ], "default": {"content": [{"type": "text", "text": "Waiting."}]}}
 
 
 def test_the_person_talks_to_an_llm_lead_and_hears_back(ws: Workspace, tmp_path: Path,

@@ -9,7 +9,6 @@ working from a snapshot taken before a `restart` cannot mark the member `shutdow
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,23 +19,20 @@ from teamd.errors import BadInput
 from teamd.layout import Workspace
 from teamd.scripted import ScriptedServer
 from teamd.supervisor import Supervisor
-from tests.harness import live_pid, member, read_log, running_teamd, wait_until
+from tests.harness import live_pid, make_team, member, read_log, running_teamd, wait_until
 
 TEAM = "crew"
 T = 20.0
 
 
 @pytest.fixture
-def server() -> Iterator[ScriptedServer]:
-    with ScriptedServer({"rules": [], "default": {"content": [
-            {"type": "text", "text": "Waiting."}]}}) as srv:
-        yield srv
+def script() -> dict[str, Any]:
+    return {"rules": [], "default": {"content": [{"type": "text", "text": "Waiting."}]}}
 
 
 @pytest.fixture
 def team(ws: Workspace) -> Workspace:
-    actions.create_team(ws, TEAM)
-    actions.spawn(ws, TEAM, "alice", "work")
+    make_team(ws, None, "alice", team=TEAM, prompt="work")
     return ws
 
 

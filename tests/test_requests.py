@@ -8,18 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from teamd import actions, events, files, requests
+from teamd import events, files, requests
 from teamd.errors import BadInput
 from teamd.layout import Workspace
 from tests.helpers_proc import answer_worker, snapshot
 
 TEAM = "t"
-
-
-@pytest.fixture
-def team(ws: Workspace) -> str:
-    actions.create_team(ws, TEAM)
-    return TEAM
 
 
 def test_open_writes_a_pending_record(ws: Workspace, team: str) -> None:

@@ -11,7 +11,6 @@ import sys
 import threading
 import time
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -50,12 +49,6 @@ def ask(
             system=system,
             messages=messages or [{"role": "user", "content": text}],
         )
-
-
-@pytest.fixture
-def server() -> Iterator[ScriptedServer]:
-    with ScriptedServer({"rules": []}) as srv:
-        yield srv
 
 
 TOOL_REPLY = {

@@ -237,7 +237,7 @@ def test_messages_built_incrementally_match_a_fresh_rebuild(tmp_path: Path) -> N
         s.append(record)
         fresh = Session.load(s.path)
         assert s.messages(IDENTITY) == fresh.messages(IDENTITY)
-        assert s.messages(IDENTITY) == s.messages(IDENTITY)  # a second call, from cache
+        assert s.messages(IDENTITY) == fresh.messages(IDENTITY)  # a second call, from cache
         assert s.messages("You are teammate 'x' in team 'y'.") == \
             fresh.messages("You are teammate 'x' in team 'y'.")
     out = s.messages(IDENTITY)

@@ -13,7 +13,6 @@ import fcntl
 import json
 import os
 import pty
-import re
 import select
 import signal
 import struct
@@ -28,12 +27,10 @@ import pytest
 from teamd import actions, board, files, inbox, requests, roster
 from teamd.agent.session import Session
 from teamd.layout import Workspace
+from tests.harness import cells, strip
 from tests.helpers_proc import TEAMCTL, clean_env, teamctl
 
-ESC = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 TEAM = "crew"
-HEADERS = ("NAME", "STATUS", "TASK", "UPTIME", "PID", "CPU%", "PSS", "TOKENS", "COST",
-           "RESTARTS", "NOTES", "LAST ERROR")
 
 
 # -- a terminal --------------------------------------------------------------------------
@@ -96,21 +93,6 @@ def run_term(root: Path, *args: str, **kw: Any) -> tuple[int, str]:
     term = Term(root, *args, **kw)
     code = term.finish()
     return code, term.text
-
-
-def strip(text: str) -> str:
-    return ESC.sub("", text)
-
-
-def cells(text: str, name: str) -> dict[str, str]:
-    """The cells of member `name`'s row, cut at the header's column starts (measured on
-    the text that shows): a misaligned column gives a cell that does not match."""
-    lines = strip(text).splitlines()
-    header = next(line for line in lines if line.startswith("NAME "))
-    starts = [header.index(h) for h in HEADERS]
-    row = next(line for line in lines if line.startswith(name + " "))
-    ends = [*starts[1:], None]
-    return {h: row[s:e].strip() for h, s, e in zip(HEADERS, starts, ends, strict=True)}
 
 
 # -- a team in every state ---------------------------------------------------------------

@@ -13,40 +13,26 @@ from __future__ import annotations
 import json
 import os
 import signal
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-
-import pytest
 
 from teamd import actions, board, inbox, requests, roster
 from teamd.layout import Workspace
 from teamd.scripted import ScriptedServer
-from tests.harness import journal, live_pid, member, running_teamd, wait_until
-from tests.helpers_proc import teamctl
-from tests.test_status import cells
+from tests.harness import (
+    TEAM,
+    cells,
+    journal,
+    live_pid,
+    member,
+    running_teamd,
+    tool_use,
+    wait_status,
+    wait_until,
+)
+from tests.helpers_proc import ctl, teamctl
 
-TEAM = "crew"
 T = 20.0
-
-
-@pytest.fixture
-def server() -> Iterator[ScriptedServer]:
-    with ScriptedServer({"rules": []}) as srv:
-        yield srv
-
-
-@pytest.fixture
-def workdir(tmp_path: Path) -> Path:
-    d = tmp_path / "work"
-    d.mkdir()
-    return d
-
-
-def ctl(ws: Workspace, *args: str) -> str:
-    done = teamctl(ws.root, *args)
-    assert done.returncode == 0, done.stderr.decode()
-    return done.stdout.decode()
 
 
 def status_of(ws: Workspace, name: str) -> dict[str, Any]:
@@ -56,14 +42,6 @@ def status_of(ws: Workspace, name: str) -> dict[str, Any]:
 
 def row_of(ws: Workspace, name: str) -> dict[str, str]:
     return cells(ctl(ws, "status", TEAM), name)
-
-
-def wait_status(ws: Workspace, name: str, want: str) -> None:
-    wait_until(lambda: member(ws, TEAM, name)["status"] == want, T, f"{name} to be {want}")
-
-
-def tool_use(name: str, **inp: Any) -> dict[str, Any]:
-    return {"type": "tool_use", "name": name, "input": inp}
 
 
 def user_text(record: dict[str, Any]) -> str:

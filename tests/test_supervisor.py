@@ -17,6 +17,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +27,9 @@ import pytest
 from teamd import actions, board, files, pidfile, roster
 from teamd.layout import Workspace
 from teamd.scripted import ScriptedServer
+from tests import harness
 from tests.harness import (
+    gone,
     journal,
     live_pid,
     member,
@@ -35,7 +38,7 @@ from tests.harness import (
     teamd_env,
     wait_until,
 )
-from tests.helpers_proc import teamctl
+from tests.helpers_proc import ctl
 
 TEAM = "t"
 # Whole seconds: fractions of a second were refused for settings whose default is an int.
@@ -46,12 +49,6 @@ UP = 30  # seconds a teammate may take to come up on a loaded 2-core machine
 
 
 # -- fixtures and helpers ----------------------------------------------------------------
-@pytest.fixture
-def server() -> Iterator[ScriptedServer]:
-    with ScriptedServer() as srv:
-        yield srv
-
-
 @pytest.fixture
 def strays() -> Iterator[list[psutil.Process]]:
     """Processes a test saw (a teammate's tools); killed afterwards if a test failed half-way
@@ -66,18 +63,10 @@ def strays() -> Iterator[list[psutil.Process]]:
             pass
 
 
-def ctl(ws: Workspace, *args: str, code: int = 0, timeout: float = 60) -> str:
-    """Run the real `teamctl`; check its exit code; return its standard output."""
-    result = teamctl(ws.root, *args, timeout=timeout)
-    assert result.returncode == code, (args, result.returncode, result.stdout,
-                                       result.stderr)
-    return result.stdout.decode()
-
-
-def make_team(ws: Workspace, *names: str, team: str = TEAM, **spawn: Any) -> None:
-    actions.create_team(ws, team)
-    for name in names:
-        actions.spawn(ws, team, name, f"You are {name}. Wait for instructions.", **spawn)
+def make_team(ws: Workspace, *names: str, team: str = TEAM, cwd: str | None = None,
+              **spawn: Any) -> None:
+    harness.make_team(ws, cwd, *names, team=team,
+                      prompt="You are {name}. Wait for instructions.", **spawn)
 
 
 def up(ws: Workspace, name: str, team: str = TEAM, status: str = "idle",
@@ -104,24 +93,15 @@ def proc_of(pid: int) -> psutil.Process:
     return psutil.Process(pid)  # remembers the start time: is_running() is pid-reuse safe
 
 
-def gone(proc: psutil.Process) -> bool:
-    """No longer running (a zombie counts as gone: it runs nothing and holds nothing)."""
-    try:
-        return not proc.is_running() or proc.status() == psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return True
-
-
 def all_gone(procs: list[psutil.Process]) -> bool:
     return all(gone(p) for p in procs)
 
 
-def events_of(ws: Workspace, name: str, event: str, team: str = TEAM) -> list[dict[str, Any]]:
-    return [e for e in journal(ws, team) if e["event"] == event and e.get("member") == name]
+events_of = partial(harness.events_of, team=TEAM)
 
 
 def transitions(ws: Workspace, name: str, team: str = TEAM) -> list[tuple[str, str]]:
-    return [(e["from"], e["to"]) for e in events_of(ws, name, "status", team)]
+    return [(e["from"], e["to"]) for e in events_of(ws, name, "status", team=team)]
 
 
 def long_bash(agent: str) -> dict[str, Any]:

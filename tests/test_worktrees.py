@@ -4,8 +4,6 @@ temporary repositories, the real `teamctl`, and the members' real tools (issue 1
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -15,31 +13,16 @@ from teamd import actions, board, events, roster, worktrees
 from teamd.agent.tools import Toolbox, ToolResult
 from teamd.layout import Workspace
 from tests import gitrepo
-from tests.gitrepo import branches, commits, git, head, make_repo
+from tests.gitrepo import branches, commits, git, head
+from tests.harness import ok
+from tests.helpers_proc import ctl, teamctl_text
 
 TEAM = "crew"
-
-
-def teamctl(ws: Workspace, *args: str) -> subprocess.CompletedProcess[str]:
-    exe = Path(sys.executable).with_name("teamctl")
-    return subprocess.run([str(exe), "--root", str(ws.root), *args], capture_output=True,
-                          text=True, timeout=60)
-
-
-def ok_cli(ws: Workspace, *args: str) -> str:
-    done = teamctl(ws, *args)
-    assert done.returncode == 0, done.stderr
-    return done.stdout
 
 
 def box(ws: Workspace, member: str, cwd: Path, kind: str = "teammate") -> Toolbox:
     return Toolbox(ws, TEAM, member, kind=kind, cwd=cwd, bash_timeout=10,
                    plan_mode_required=False)
-
-
-def ok(result: ToolResult) -> str:
-    assert not result.is_error, result.content
-    return result.content
 
 
 def snapshot(ws: Workspace) -> dict[str, bytes]:
@@ -49,14 +32,8 @@ def snapshot(ws: Workspace) -> dict[str, bytes]:
 
 
 @pytest.fixture
-def repo(ws: Workspace) -> Path:
-    """The root itself is the repository (so teamd's own files must stay out of it)."""
-    return make_repo(ws.root, {"shared.txt": "original line\n"})
-
-
-@pytest.fixture
 def team(ws: Workspace, repo: Path) -> str:
-    ok_cli(ws, "create", TEAM, "--worktrees", "--repo", str(repo))
+    ctl(ws, "create", TEAM, "--worktrees", "--repo", str(repo))
     return TEAM
 
 
@@ -78,8 +55,8 @@ def test_create_records_the_repository_and_keeps_teamd_out_of_it(
     exclude = (repo / ".git" / "info" / "exclude").read_text()
     for line in ("/teamd.toml", "/.teams/", "/.tasks/", "/.worktrees/"):
         assert exclude.splitlines().count(line) == 1
-    ok_cli(ws, "spawn", TEAM, "alice", "--prompt", "work")
-    ok_cli(ws, "create", "other", "--worktrees", "--repo", str(repo))  # idempotent
+    ctl(ws, "spawn", TEAM, "alice", "--prompt", "work")
+    ctl(ws, "create", "other", "--worktrees", "--repo", str(repo))  # idempotent
     assert (repo / ".git" / "info" / "exclude").read_text() == exclude
     (ws.root / "teamd.toml").write_text("")
     assert gitrepo.status(repo) == ""  # .teams/, .tasks/, .worktrees/, teamd.toml unseen
@@ -89,7 +66,7 @@ def test_create_with_a_repo_that_is_not_one_exits_2_and_makes_nothing(
         ws: Workspace, tmp_path: Path) -> None:
     plain = tmp_path / "plain"
     plain.mkdir()
-    done = teamctl(ws, "create", TEAM, "--worktrees", "--repo", str(plain))
+    done = teamctl_text(ws, "create", TEAM, "--worktrees", "--repo", str(plain))
     assert done.returncode == 2
     assert "not inside a git work tree" in done.stderr and len(done.stderr.splitlines()) == 1
     assert not ws.team_exists(TEAM) and not ws.teams_dir.exists()
@@ -98,7 +75,7 @@ def test_create_with_a_repo_that_is_not_one_exits_2_and_makes_nothing(
 def test_spawn_makes_the_worktree_and_branch_before_the_member(
         ws: Workspace, repo: Path, team: str) -> None:
     base = head(repo)
-    out = ok_cli(ws, "spawn", TEAM, "alice", "--prompt", "work", "--json")
+    out = ctl(ws, "spawn", TEAM, "alice", "--prompt", "work", "--json")
     alice = json.loads(out)
     path = ws.worktree(TEAM, "alice").resolve()
     assert alice["cwd"] == str(path)
@@ -110,14 +87,14 @@ def test_spawn_makes_the_worktree_and_branch_before_the_member(
     assert kinds.index("worktree_created") < kinds.index("member_added")
     # --base is resolved to a commit id; --no-worktree opts out in a worktrees team
     git(repo, "commit", "-q", "--allow-empty", "-m", "second")
-    bob = json.loads(ok_cli(ws, "spawn", TEAM, "bob", "--prompt", "w", "--base", "HEAD~1",
-                            "--json"))
+    bob = json.loads(ctl(ws, "spawn", TEAM, "bob", "--prompt", "w", "--base", "HEAD~1",
+                         "--json"))
     assert bob["worktree"]["base"] == base
-    carol = json.loads(ok_cli(ws, "spawn", TEAM, "carol", "--prompt", "w", "--no-worktree",
-                              "--json"))
+    carol = json.loads(ctl(ws, "spawn", TEAM, "carol", "--prompt", "w", "--no-worktree",
+                           "--json"))
     assert carol["worktree"] is None and carol["cwd"] == str(ws.root.resolve())
-    lead = json.loads(ok_cli(ws, "spawn", TEAM, "lead", "--lead", "--prompt", "lead",
-                             "--json"))
+    lead = json.loads(ctl(ws, "spawn", TEAM, "lead", "--lead", "--prompt", "lead",
+                          "--json"))
     assert lead["worktree"] is None  # the lead works in the repository itself
     assert branches(repo) == ["teamd/crew/alice", "teamd/crew/bob"]
 
@@ -126,10 +103,10 @@ def test_spawn_worktree_outside_a_repository_exits_2_and_adds_nothing(
         ws: Workspace, tmp_path: Path) -> None:
     plain = tmp_path / "plain"
     plain.mkdir()
-    ok_cli(ws, "create", TEAM)
+    ctl(ws, "create", TEAM)
     before = snapshot(ws)
-    done = teamctl(ws, "spawn", TEAM, "alice", "--prompt", "w", "--worktree", "--cwd",
-                   str(plain))
+    done = teamctl_text(ws, "spawn", TEAM, "alice", "--prompt", "w", "--worktree", "--cwd",
+                        str(plain))
     assert done.returncode == 2, done.stderr
     assert "not inside a git work tree" in done.stderr and len(done.stderr.splitlines()) == 1
     assert snapshot(ws) == before  # no member, no event, no worktree folder
@@ -141,14 +118,14 @@ def test_spawn_refuses_an_existing_branch_and_reports_other_git_failures(
         ws: Workspace, repo: Path, team: str) -> None:
     git(repo, "branch", "teamd/crew/alice")
     before = snapshot(ws)
-    done = teamctl(ws, "spawn", TEAM, "alice", "--prompt", "w")
+    done = teamctl_text(ws, "spawn", TEAM, "alice", "--prompt", "w")
     assert done.returncode == 2 and "already exists" in done.stderr
-    done = teamctl(ws, "spawn", TEAM, "bob", "--prompt", "w", "--base", "no-such-ref")
+    done = teamctl_text(ws, "spawn", TEAM, "bob", "--prompt", "w", "--base", "no-such-ref")
     assert done.returncode == 2 and "not a commit" in done.stderr
     # any other git failure: exit 1, git's message on one line, nothing added (not even
     # the branch git would have made first)
     (repo / ".git" / "worktrees").write_text("not a folder")
-    done = teamctl(ws, "spawn", TEAM, "carol", "--prompt", "w")
+    done = teamctl_text(ws, "spawn", TEAM, "carol", "--prompt", "w")
     assert done.returncode == 1, done.stderr
     assert done.stderr.startswith("teamctl: error: git worktree:")
     assert len(done.stderr.splitlines()) == 1
@@ -265,29 +242,29 @@ def test_merge_refuses_a_dirty_repository_and_merges_into_another_branch(
     alice = actions.spawn(ws, TEAM, "alice", "work")
     (Path(alice["cwd"]) / "feature.txt").write_text("feature\n")
     completed_by(ws, "alice", "Add the feature")
-    stat = ok_cli(ws, "diff", TEAM, "alice", "--stat")
+    stat = ctl(ws, "diff", TEAM, "alice", "--stat")
     assert "feature.txt" in stat and "1 insertion" in stat
-    assert "+feature" in ok_cli(ws, "diff", TEAM, "alice")
+    assert "+feature" in ctl(ws, "diff", TEAM, "alice")
     (repo / "README.md").write_text("edited, not committed\n")
     main_before = head(repo)
-    done = teamctl(ws, "merge", TEAM, "alice")
+    done = teamctl_text(ws, "merge", TEAM, "alice")
     assert done.returncode == 1 and "uncommitted changes" in done.stderr
     assert head(repo) == main_before
     # --into: merged in a temporary worktree; the checkout (dirty as it is) is left alone
     git(repo, "branch", "release", main_before)
-    merged = json.loads(ok_cli(ws, "merge", TEAM, "alice", "--into", "release", "--json"))
+    merged = json.loads(ctl(ws, "merge", TEAM, "alice", "--into", "release", "--json"))
     assert merged["into"] == "release" and merged["commit"] == head_of(repo, "release")
     assert git(repo, "rev-parse", f"{merged['commit']}^2").strip() == \
         head_of(repo, "teamd/crew/alice")
     assert head(repo) == main_before and not (repo / "feature.txt").exists()
     assert (repo / "README.md").read_text() == "edited, not committed\n"
     assert len(git(repo, "worktree", "list").splitlines()) == 2  # repo + alice, no scratch
-    done = teamctl(ws, "merge", TEAM, "alice", "--into", "no-such-branch")
+    done = teamctl_text(ws, "merge", TEAM, "alice", "--into", "no-such-branch")
     assert done.returncode == 2
     journal = [e for e in events.read(ws, TEAM) if e["event"] == "merged"]
     assert [(e["branch"], e["commit"]) for e in journal] == [("teamd/crew/alice",
                                                               merged["commit"])]
-    assert "nothing to merge" in ok_cli(ws, "merge", TEAM, "alice", "--into", "release")
+    assert "nothing to merge" in ctl(ws, "merge", TEAM, "alice", "--into", "release")
 
 
 def head_of(repo: Path, ref: str) -> str:
@@ -302,7 +279,7 @@ def test_release_removes_only_what_loses_nothing(ws: Workspace, repo: Path,
     for name in ("unmerged", "merged"):
         (ws.worktree(TEAM, name) / f"{name}.txt").write_text(name)
         completed_by(ws, name, f"{name} work")
-    ok_cli(ws, "merge", TEAM, "merged")
+    ctl(ws, "merge", TEAM, "merged")
     (ws.worktree(TEAM, "dirty") / "scratch.txt").write_text("not committed")
     reports = {name: worktrees.release(ws, TEAM, name)
                for name in ("idle", "unmerged", "merged", "dirty")}
@@ -332,9 +309,9 @@ def test_status_shows_branch_and_commits_ahead(ws: Workspace, repo: Path, team: 
     for n in (1, 2):
         (ws.worktree(TEAM, "alice") / f"f{n}.txt").write_text(str(n))
         completed_by(ws, "alice", f"step {n}")
-    doc = json.loads(ok_cli(ws, "status", TEAM, "--json"))
+    doc = json.loads(ctl(ws, "status", TEAM, "--json"))
     rows = {m["name"]: m for m in doc["teams"][0]["members"]}
     assert (rows["alice"]["branch"], rows["alice"]["ahead"]) == ("teamd/crew/alice", 2)
     assert (rows["carol"]["branch"], rows["carol"]["ahead"]) == (None, None)
-    table = ok_cli(ws, "status", TEAM)
+    table = ctl(ws, "status", TEAM)
     assert "BRANCH" in table and "teamd/crew/alice +2" in table

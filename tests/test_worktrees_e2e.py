@@ -8,9 +8,6 @@ import json
 import os
 import shutil
 import signal
-import subprocess
-import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,8 +16,9 @@ import pytest
 from teamd import actions, board, events, files, roster
 from teamd.layout import Workspace
 from teamd.scripted import ScriptedServer
-from tests.gitrepo import branches, commits, git, head, make_repo, merging, status
+from tests.gitrepo import branches, commits, git, head, merging, status
 from tests.harness import live_pid, member, running_teamd, wait_until
+from tests.helpers_proc import ctl, teamctl_text
 
 TEAM = "crew"
 T = 30.0
@@ -39,31 +37,9 @@ def write_and_complete() -> dict[str, Any]:
 
 
 @pytest.fixture
-def server() -> Iterator[ScriptedServer]:
-    with ScriptedServer({"rules": [], "default": {"content": [
-            {"type": "text", "text": "Done; waiting for work."}]}}) as srv:
-        yield srv
-
-
-@pytest.fixture
-def repo(ws: Workspace) -> Path:
-    """The workspace root is the repository: teamd's own files must never show in it."""
-    made = make_repo(ws.root, {"shared.txt": "original line\n"})
-    # the test harness's own log of `teamd run` (tests/harness.py) is no product file
-    (made / ".git" / "info" / "exclude").write_text("/teamd.log\n")
-    return made
-
-
-def teamctl(ws: Workspace, *args: str) -> subprocess.CompletedProcess[str]:
-    exe = Path(sys.executable).with_name("teamctl")
-    return subprocess.run([str(exe), "--root", str(ws.root), *args], capture_output=True,
-                          text=True, timeout=120)
-
-
-def ok_cli(ws: Workspace, *args: str) -> str:
-    done = teamctl(ws, *args)
-    assert done.returncode == 0, done.stderr
-    return done.stdout
+def script() -> dict[str, Any]:
+    return {"rules": [], "default": {"content": [
+            {"type": "text", "text": "Done; waiting for work."}]}}
 
 
 def give(ws: Workspace, name: str, subject: str, file: str) -> int:
@@ -101,15 +77,15 @@ def git_spy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def test_three_teammates_three_branches_three_commits(
         ws: Workspace, repo: Path, server: ScriptedServer, git_spy: Path) -> None:
     server.add_rule(write_and_complete())
-    ok_cli(ws, "create", TEAM, "--worktrees", "--repo", str(repo))
+    ctl(ws, "create", TEAM, "--worktrees", "--repo", str(repo))
     for name in ("alice", "bob", "carol"):
-        ok_cli(ws, "spawn", TEAM, name, "--prompt", "Do the tasks you are given.")
+        ctl(ws, "spawn", TEAM, name, "--prompt", "Do the tasks you are given.")
     main_head = head(repo)
     ids = {name: give(ws, name, f"Write {name}'s page", f"{name}.txt")
            for name in ("alice", "bob", "carol")}
     with running_teamd(ws, server.url):
         wait_until(lambda: all_completed(ws), T, "the three tasks to be completed")
-        doc = json.loads(ok_cli(ws, "status", TEAM, "--json"))
+        doc = json.loads(ctl(ws, "status", TEAM, "--json"))
     assert branches(repo) == ["teamd/crew/alice", "teamd/crew/bob", "teamd/crew/carol"]
     for name, tid in ids.items():
         record = member(ws, TEAM, name)["worktree"]
@@ -126,10 +102,10 @@ def test_three_teammates_three_branches_three_commits(
     assert {n: (rows[n]["branch"], rows[n]["ahead"]) for n in ids} == {
         n: (f"teamd/crew/{n}", 1) for n in ids}
     assert head(repo) == main_head and status(repo) == ""  # nor do .teams/ etc. show
-    assert "alice.txt | 1 +" in ok_cli(ws, "diff", TEAM, "alice", "--stat")
+    assert "alice.txt | 1 +" in ctl(ws, "diff", TEAM, "alice", "--stat")
     # merged one by one: each a --no-ff merge commit, journaled with its id
     for name in ids:
-        out = ok_cli(ws, "merge", TEAM, name)
+        out = ctl(ws, "merge", TEAM, name)
         assert out.strip().endswith(head(repo))
         assert (repo / f"{name}.txt").exists()
         assert len(git(repo, "rev-list", "--parents", "-n1", "HEAD").split()) == 3
@@ -152,10 +128,10 @@ def test_second_merge_of_the_same_line_conflicts_and_leaves_no_merge(
         give(ws, name, f"{name} rewrites the shared line", "shared.txt")
     with running_teamd(ws, server.url):
         wait_until(lambda: all_completed(ws), T, "both tasks to be completed")
-    ok_cli(ws, "merge", TEAM, "alice")
+    ctl(ws, "merge", TEAM, "alice")
     after_first = head(repo)
     assert (repo / "shared.txt").read_text().startswith("alice wrote this")
-    done = teamctl(ws, "merge", TEAM, "bob")
+    done = teamctl_text(ws, "merge", TEAM, "bob")
     assert done.returncode == 1
     assert "shared.txt" in done.stderr and "conflict" in done.stderr
     assert len(done.stderr.splitlines()) == 1
@@ -183,8 +159,8 @@ def test_delete_removes_the_merged_clean_worktree_and_keeps_the_dirty_one(
         wait_until(lambda: board.get(ws, TEAM, 1)["status"] == "completed", T, "alice done")
         wait_until(bob_file.exists, T, "bob's file")
         wait_until(lambda: member(ws, TEAM, "bob")["status"] == "idle", T, "bob idle")
-        ok_cli(ws, "merge", TEAM, "alice")
-        out = ok_cli(ws, "delete", TEAM, "--timeout", "60")
+        ctl(ws, "merge", TEAM, "alice")
+        out = ctl(ws, "delete", TEAM, "--timeout", "60")
         # the supervisor removed the team, releasing the worktrees first (its log says so
         # beside the `worktree_kept` it journaled before the folders went)
         assert "kept worktree" in daemon.output()

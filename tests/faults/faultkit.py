@@ -17,7 +17,6 @@ how it checks, afterwards, the promises every scenario keeps (tests/faults/READM
 
 from __future__ import annotations
 
-import json
 import os
 import random
 import re
@@ -27,6 +26,7 @@ import uuid
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -35,10 +35,13 @@ import psutil
 from teamd import actions, board, files, roster
 from teamd.layout import Workspace
 from teamd.scripted import ScriptedServer
-from tests.harness import Teamd, journal, wait_until
+from tests import harness
+from tests.harness import Teamd, journal, turn_text, wait_until, wait_until_none
 
 TEAM = "crew"
 T = 60.0  # generous: the machine that runs this may be loaded many times over
+#: harness.wait_status with the suite's deadline
+wait_status = partial(harness.wait_status, timeout=T)
 
 
 # -- messages ------------------------------------------------------------------------------
@@ -65,18 +68,8 @@ class Mail:
         return item
 
 
-def turn_text(turn: dict[str, Any]) -> str:
-    content = turn.get("content")
-    if isinstance(content, str):
-        return content
-    parts = []
-    for block in content or []:
-        if block.get("type") == "text":
-            parts.append(block["text"])
-        elif block.get("type") == "tool_result":
-            inner = block.get("content")
-            parts.append(inner if isinstance(inner, str) else json.dumps(inner))
-    return "\n".join(parts)
+def idle(ws: Workspace, name: str) -> None:
+    wait_status(ws, name, "idle")
 
 
 def session_inbox_ids(ws: Workspace, name: str, team: str = TEAM) -> list[str]:
@@ -213,17 +206,8 @@ def status_lies(ws: Workspace, daemon: Teamd | None) -> list[str]:
 
 def assert_statuses_true(ws: Workspace, daemon: Teamd | None, timeout: float = T) -> None:
     """The roster tells the truth, once transitions in flight have landed."""
-    last: list[str] = []
-
-    def true() -> bool:
-        nonlocal last
-        last = status_lies(ws, daemon)
-        return not last
-
-    try:
-        wait_until(true, timeout, "the roster to tell the truth", interval=0.1)
-    except AssertionError:
-        raise AssertionError(f"statuses untrue: {last}") from None
+    wait_until_none(lambda: status_lies(ws, daemon), timeout, "the roster to tell the truth",
+                    "statuses untrue")
 
 
 def processes_of_test(tmp_path: Path) -> list[psutil.Process]:
@@ -264,17 +248,8 @@ def strays(tmp_path: Path, daemon: Teamd | None) -> list[str]:
 def assert_no_strays(tmp_path: Path, daemon: Teamd | None, timeout: float = T) -> None:
     """Nothing of the test runs outside the supervisor's tree (with no supervisor: nothing
     at all), once processes being torn down are gone."""
-    last: list[str] = []
-
-    def clean() -> bool:
-        nonlocal last
-        last = strays(tmp_path, daemon)
-        return not last
-
-    try:
-        wait_until(clean, timeout, "no stray process", interval=0.1)
-    except AssertionError:
-        raise AssertionError(f"processes outside the supervisor's tree: {last}") from None
+    wait_until_none(lambda: strays(tmp_path, daemon), timeout, "no stray process",
+                    "processes outside the supervisor's tree")
 
 
 # -- landing a fault -----------------------------------------------------------------------
@@ -350,14 +325,6 @@ def holds_flock(pid: int, path: Path) -> bool:
             if parts[4] == str(pid) and parts[5].rsplit(":", 1)[-1] == str(inode):
                 return True
     return False
-
-
-def tool_use(name: str, **inp: Any) -> dict[str, Any]:
-    return {"type": "tool_use", "name": name, "input": inp}
-
-
-def say_to_lead(text: str) -> dict[str, Any]:
-    return {"content": [tool_use("SendMessage", recipient="lead", content=text)]}
 
 
 def figure(label: str, value: Any) -> None:

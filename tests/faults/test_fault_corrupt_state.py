@@ -14,7 +14,7 @@ import os
 import signal
 from pathlib import Path
 
-from teamd import actions, board, files, inbox
+from teamd import board, files, inbox
 from teamd.layout import Workspace
 from teamd.scripted import ScriptedServer
 from tests.faults.faultkit import (
@@ -26,33 +26,29 @@ from tests.faults.faultkit import (
     assert_statuses_true,
     assert_tasks_once,
     figure,
+    idle,
     restarted,
-    say_to_lead,
     showings,
-    tool_use,
 )
-from tests.harness import journal, live_pid, member, read_log, running_teamd, wait_until
+from tests.harness import (
+    journal,
+    lead_says,
+    live_pid,
+    make_team,
+    member,
+    read_log,
+    running_teamd,
+    send_to_lead,
+    tool_use,
+    wait_until,
+)
 from tests.helpers_proc import teamctl
-
-
-def make_team(ws: Workspace, workdir: Path, *names: str) -> None:
-    actions.create_team(ws, TEAM)
-    for name in names:
-        actions.spawn(ws, TEAM, name, "Wait for work from the lead.", cwd=str(workdir))
-
-
-def idle(ws: Workspace, name: str) -> None:
-    wait_until(lambda: member(ws, TEAM, name)["status"] == "idle", T, f"{name} idle")
-
-
-def lead_says(ws: Workspace, text: str) -> int:
-    return sum(m["content"] == text for m in inbox.peek(ws, TEAM, "lead"))
 
 
 def test_a_truncated_config_json_is_named_kept_in_memory_and_never_overwritten(
         ws: Workspace, server: ScriptedServer, workdir: Path, tmp_path: Path) -> None:
     server.add_rule({"agent": "alice", "contains": "AFTER-REPAIR",
-                     "reply": say_to_lead("REPAIRED")})
+                     "reply": send_to_lead("REPAIRED")})
     make_team(ws, workdir, "alice")
     config = ws.config(TEAM)
     with running_teamd(ws, server.url) as daemon:
@@ -103,7 +99,7 @@ def test_hand_broken_task_request_and_journal_are_skipped_and_named(
                      "regex": r"<auto-claimed>Task #(?P<tid>\d+)",
                      "reply": {"content": [tool_use("TaskUpdate", task_id="{int:tid}",
                                                     status="completed")]}})
-    server.add_rule({"agent": "alice", "contains": "PING", "reply": say_to_lead("PONG")})
+    server.add_rule({"agent": "alice", "contains": "PING", "reply": send_to_lead("PONG")})
     make_team(ws, workdir, "alice")
     task_file = ws.tasks_dir(TEAM) / "7.json"
     request_file = ws.requests_dir(TEAM) / "shutdown-0badc0ffee.json"
@@ -185,8 +181,8 @@ def test_bad_inbox_lines_binary_10_mib_and_a_torn_tail(
 
 def test_a_session_with_a_torn_tail_is_resumed(ws: Workspace, server: ScriptedServer,
                                                workdir: Path, tmp_path: Path) -> None:
-    server.add_rule({"agent": "alice", "contains": "FIRST", "reply": say_to_lead("ONE")})
-    server.add_rule({"agent": "alice", "contains": "SECOND", "reply": say_to_lead("TWO")})
+    server.add_rule({"agent": "alice", "contains": "FIRST", "reply": send_to_lead("ONE")})
+    server.add_rule({"agent": "alice", "contains": "SECOND", "reply": send_to_lead("TWO")})
     make_team(ws, workdir, "alice")
     session = ws.session(TEAM, "alice")
     mail = Mail(ws)
@@ -210,7 +206,7 @@ def test_a_session_with_a_torn_tail_is_resumed(ws: Workspace, server: ScriptedSe
         assert [r["reason"] for r in rejected] == ["torn"]
         assert "moved 1 line(s)" in read_log(ws, TEAM, "alice")
         assert session.read_bytes().endswith(b"\n")
-        assert lead_says(ws, "ONE") == 1 and lead_says(ws, "TWO") == 1
+        assert len(lead_says(ws, "ONE")) == 1 and len(lead_says(ws, "TWO")) == 1
         assert_shown_once(ws, server, mail.sent)
         assert_statuses_true(ws, daemon)
         assert_no_strays(tmp_path, daemon)

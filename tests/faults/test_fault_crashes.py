@@ -17,7 +17,7 @@ from pathlib import Path
 
 import psutil
 
-from teamd import actions, board, files, inbox
+from teamd import board, files, inbox
 from teamd.layout import Workspace
 from teamd.scripted import ScriptedServer
 from tests.faults.faultkit import (
@@ -32,37 +32,26 @@ from tests.faults.faultkit import (
     holds_flock,
     in_flight,
     restarted,
-    say_to_lead,
     showings,
     stopped,
     strike,
-    tool_use,
+    wait_status,
 )
-from tests.harness import Teamd, live_pid, member, running_teamd, teamd_env, wait_until
+from tests.harness import (
+    Teamd,
+    gone,
+    lead_says,
+    live_pid,
+    make_team,
+    member,
+    running_teamd,
+    send_to_lead,
+    teamd_env,
+    tool_use,
+    wait_until,
+)
 
 HOLD = 60.0  # how long the server sits on a call the test kills inside
-
-
-def make_team(ws: Workspace, workdir: Path, *names: str) -> None:
-    actions.create_team(ws, TEAM)
-    for name in names:
-        actions.spawn(ws, TEAM, name, "Wait for work from the lead.", cwd=str(workdir))
-
-
-def wait_status(ws: Workspace, name: str, want: str, timeout: float = T) -> None:
-    wait_until(lambda: member(ws, TEAM, name)["status"] == want, timeout,
-               f"{name} to be {want}")
-
-
-def lead_says(ws: Workspace, text: str) -> list[dict[str, object]]:
-    return [m for m in inbox.peek(ws, TEAM, "lead") if m["content"] == text]
-
-
-def gone(pid: int) -> bool:
-    try:
-        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return True
 
 
 def settle(ws: Workspace, server: ScriptedServer, mail: Mail, daemon: Teamd,
@@ -79,8 +68,8 @@ def test_kill_9_during_model_calls(ws: Workspace, server: ScriptedServer, workdi
     kills = 3
     server.add_rule({"name": "held", "agent": "alice", "contains": "SLOW", "times": kills,
                      "delay": HOLD,
-                     "reply": say_to_lead("never delivered")})
-    server.add_rule({"agent": "alice", "contains": "SLOW", "reply": say_to_lead("ANSWERED")})
+                     "reply": send_to_lead("never delivered")})
+    server.add_rule({"agent": "alice", "contains": "SLOW", "reply": send_to_lead("ANSWERED")})
     make_team(ws, workdir, "alice")
     mail = Mail(ws)
     landed = 0
@@ -112,7 +101,7 @@ def test_kill_9_during_a_bash_tool(ws: Workspace, server: ScriptedServer, workdi
     server.add_rule({"agent": "alice", "contains": "RUN-IT", "times": 1, "reply": {
         "content": [tool_use("bash", command=f"echo ran >> {marker.name}; sleep 300")]}})
     server.add_rule({"agent": "alice", "contains": "interrupted by a restart; not re-run",
-                     "reply": say_to_lead("NOT-RERUN")})
+                     "reply": send_to_lead("NOT-RERUN")})
     make_team(ws, workdir, "alice")
     mail = Mail(ws)
     with running_teamd(ws, server.url, backoff_initial=0.1) as daemon:
@@ -195,7 +184,7 @@ def test_kill_9_during_compaction(ws: Workspace, server: ScriptedServer, workdir
                      "contains": "Your context is nearly full", "reply": {"content": "lost"}})
     server.add_rule({"agent": "alice", "contains": "Your context is nearly full",
                      "reply": {"content": "SUMMARY: the lead sent big things."}})
-    server.add_rule({"agent": "alice", "contains": "AFTER", "reply": say_to_lead("DONE")})
+    server.add_rule({"agent": "alice", "contains": "AFTER", "reply": send_to_lead("DONE")})
     make_team(ws, workdir, "alice")
     mail = Mail(ws)
     with running_teamd(ws, server.url, backoff_initial=0.1, compact_threshold=50000) as daemon:
@@ -267,12 +256,12 @@ def test_kill_9_between_a_claim_and_its_session_record(
 def test_kill_9_of_teamd_mid_work(ws: Workspace, server: ScriptedServer, workdir: Path,
                                   tmp_path: Path) -> None:
     server.add_rule({"name": "held", "agent": "alice", "contains": "SLOW", "times": 1,
-                     "delay": HOLD, "reply": say_to_lead("never delivered")})
-    server.add_rule({"agent": "alice", "contains": "SLOW", "reply": say_to_lead("A-DONE")})
+                     "delay": HOLD, "reply": send_to_lead("never delivered")})
+    server.add_rule({"agent": "alice", "contains": "SLOW", "reply": send_to_lead("A-DONE")})
     server.add_rule({"name": "tool", "agent": "bob", "contains": "TOOL", "times": 1,
                      "reply": {"content": [tool_use("bash", command="sleep 300")]}})
     server.add_rule({"agent": "bob", "contains": "interrupted by a restart",
-                     "reply": say_to_lead("B-DONE")})
+                     "reply": send_to_lead("B-DONE")})
     server.add_rule({"name": "finish", "regex": r"<auto-claimed>Task #(?P<tid>\d+)",
                      "delay": 0.2,
                      "reply": {"content": [tool_use("TaskUpdate", task_id="{int:tid}",
@@ -324,7 +313,7 @@ def test_sigstop_past_a_model_calls_length(ws: Workspace, server: ScriptedServer
                                            workdir: Path, tmp_path: Path) -> None:
     call = 3.0
     server.add_rule({"name": "call", "agent": "alice", "contains": "FROZEN", "delay": call,
-                     "reply": say_to_lead("THAWED")})
+                     "reply": send_to_lead("THAWED")})
     make_team(ws, workdir, "alice")
     mail = Mail(ws)
     with running_teamd(ws, server.url, api_timeout=call + 2) as daemon:

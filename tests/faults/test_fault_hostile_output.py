@@ -22,24 +22,19 @@ from tests.faults.faultkit import (
     assert_statuses_true,
     assert_tasks_once,
     figure,
-    say_to_lead,
-    tool_use,
 )
-from tests.harness import live_pid, member, running_teamd, wait_until
+from tests.harness import (
+    live_pid,
+    member,
+    procs_with,
+    running_teamd,
+    send_to_lead,
+    tool_use,
+    wait_until,
+)
 
 DAEMON = "DAEMON-5e0c"
 LEFT = "LEFT-BEHIND-5e0c"
-
-
-def procs_with(text: str) -> list[psutil.Process]:
-    found = []
-    for p in psutil.process_iter(["cmdline"]):
-        try:
-            if any(text in part for part in p.info["cmdline"] or []):
-                found.append(p)
-        except psutil.Error:
-            continue
-    return found
 
 
 def test_hostile_tool_calls_are_refused_or_bounded_and_the_teammate_is_unharmed(
@@ -67,7 +62,7 @@ def test_hostile_tool_calls_are_refused_or_bounded_and_the_teammate_is_unharmed(
     server.add_rule({"agent": "alice", "contains": "HOSTILE", "reply": {"content": calls}})
     server.add_rule({"agent": "alice", "tool_result": "TaskUpdate",
                      "reply": {"content": "Survived."}})
-    server.add_rule({"agent": "alice", "contains": "ALIVE", "reply": say_to_lead("STILL-HERE")})
+    server.add_rule({"agent": "alice", "contains": "ALIVE", "reply": send_to_lead("STILL-HERE")})
     actions.create_team(ws, TEAM)
     for name in ("alice", "bob"):
         actions.spawn(ws, TEAM, name, "Wait for work from the lead.", cwd=str(workdir))

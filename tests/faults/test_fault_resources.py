@@ -25,16 +25,15 @@ from tests.faults.faultkit import (
     assert_shown_once,
     assert_statuses_true,
     figure,
-    say_to_lead,
 )
-from tests.harness import journal, member, running_teamd, wait_until
+from tests.harness import journal, member, running_teamd, send_to_lead, wait_until
 
 NAMES = ("alice", "bob", "carol")
 
 
 def test_teamd_short_of_descriptors_forks_nothing_it_cannot_serve(
         ws: Workspace, server: ScriptedServer, workdir: Path, tmp_path: Path) -> None:
-    server.add_rule({"regex": r"HELLO-(?P<k>\w+)", "reply": say_to_lead("ACK-{k}")})
+    server.add_rule({"regex": r"HELLO-(?P<k>\w+)", "reply": send_to_lead("ACK-{k}")})
     actions.create_team(ws, TEAM)
     with running_teamd(ws, server.url) as daemon:
         proc = psutil.Process(daemon.pid)

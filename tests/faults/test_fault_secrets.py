@@ -22,10 +22,17 @@ from tests.faults.faultkit import (
     assert_statuses_true,
     figure,
     restarted,
-    say_to_lead,
-    tool_use,
 )
-from tests.harness import Teamd, live_pid, member, reap_leftovers, teamd_env, wait_until
+from tests.harness import (
+    Teamd,
+    live_pid,
+    member,
+    reap_leftovers,
+    send_to_lead,
+    teamd_env,
+    tool_use,
+    wait_until,
+)
 from tests.helpers_proc import teamctl
 
 HOOKS = """
@@ -50,7 +57,7 @@ def test_the_api_key_leaks_nowhere_and_modes_hold_under_umask_000(
     server.add_rule({"agent": "alice", "tool_result": "TaskUpdate",
                      "reply": {"content": "Done.", "usage": big}})
     server.add_rule({"agent": "alice", "contains": "AGAIN", "times": 2, "error": 500})
-    server.add_rule({"agent": "alice", "contains": "AGAIN", "reply": say_to_lead("BACK")})
+    server.add_rule({"agent": "alice", "contains": "AGAIN", "reply": send_to_lead("BACK")})
     server.add_rule({"agent": "alice", "contains": "Your context is nearly full",
                      "reply": {"content": "SUMMARY"}})
     files.atomic_write_bytes(ws.settings_file, HOOKS.encode())

@@ -30,10 +30,8 @@ from tests.faults.faultkit import (
     assert_tasks_once,
     figure,
     journal_gaps,
-    say_to_lead,
-    tool_use,
 )
-from tests.harness import Teamd, reap_leftovers, teamd_env, wait_until
+from tests.harness import Teamd, reap_leftovers, send_to_lead, teamd_env, tool_use, wait_until
 
 pytestmark = [pytest.mark.soak, pytest.mark.timeout(1800)]
 
@@ -150,7 +148,7 @@ def test_200_members_start_get_a_message_and_answer(ws: Workspace, tmp_path: Pat
     workdir = tmp_path / "work"
     workdir.mkdir()
     with ScriptedServer({"rules": [{"regex": r"HELLO-(?P<k>\d+)",
-                                    "reply": say_to_lead("ACK-{k}")}]}) as server:
+                                    "reply": send_to_lead("ACK-{k}")}]}) as server:
         actions.create_team(ws, TEAM)
         for i in range(n):
             actions.spawn(ws, TEAM, f"m{i:03d}", "Wait.", cwd=str(workdir))

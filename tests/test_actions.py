@@ -457,7 +457,7 @@ def test_who_drains_which_inbox(ws: Workspace, team: str) -> None:
 
 def test_delete_team_removes_at_once_when_nobody_is_live(ws: Workspace, team: str,
                                                         live_process: psutil.Process) -> None:
-    make_live(ws, "alice", live_process)
+    make_live(ws, TEAM, "alice", live_process)
     started = actions.delete_team(ws, TEAM)
     assert [r["recipient"] for r in started["requests"]] == ["alice"]
     assert started["deleted"] is False and not actions.team_gone(ws, TEAM)

@@ -1,13 +1,13 @@
 """The processes teamd forks for its members, and the ones it ends.
 
 A *member* is a roster entry; its *process* is what teamd forks for it (`MemberProcess`, the
-record teamd keeps of it until it is reaped). Here: forking one (`fork`: the go pipe that holds
-the child until teamd has recorded its pid, and `child_main`, what the child does before the
-teammate's loop), and ending processes with one ladder (`Ladder`: SIGTERM, then SIGKILL after
-`stop_timeout`) for all three kinds teamd ends: a member's process, a live process of an
-earlier supervisor still named by the roster (`Orphan`), and a process teamd adopted as a
-child subreaper when a teammate died (`Stray`, found by `strays`). When to fork and when to
-end is `policy`'s; the loop that does it is the supervisor's.
+record teamd keeps of it until it is reaped). Here: forking one (`fork_process`: the go pipe
+that holds the child until teamd has recorded its pid, and `child_main`, what the child does
+before the teammate's loop), and ending processes with one ladder (`Ladder`: SIGTERM, then
+SIGKILL after `stop_timeout`) for all three kinds teamd ends: a member's process, a live
+process of an earlier supervisor still named by the roster (`Orphan`), and a process teamd
+adopted as a child subreaper when a teammate died (`Stray`, found by `find_strays`). When to
+fork and when to end is `policy`'s; the loop that does it is the supervisor's.
 """
 
 from __future__ import annotations
@@ -142,22 +142,34 @@ class MemberProcess:
 
 
 @dataclass
-class Orphan:
-    """A live process of an earlier supervisor that the roster names for a member: normally
-    dying of its parent-death signal already. psutil re-checks its start time before each
-    signal, so a reused pid is never hit."""
+class _NotForked:
+    """A process teamd did not fork, known through psutil, which re-checks its start time
+    before each signal: a reused pid is never hit."""
 
-    team: str
-    name: str
     proc: psutil.Process
-
-    @property
-    def label(self) -> str:
-        return f"{self.team}/{self.name}: pid {self.proc.pid}"
 
     @property
     def ident(self) -> tuple[int, float]:
         return (self.proc.pid, self.proc.create_time())
+
+    def gone(self) -> bool:
+        try:
+            return not self.proc.is_running() or self.proc.status() == psutil.STATUS_ZOMBIE
+        except psutil.Error:
+            return True
+
+
+@dataclass
+class Orphan(_NotForked):
+    """A live process of an earlier supervisor that the roster names for a member: normally
+    dying of its parent-death signal already."""
+
+    team: str
+    name: str
+
+    @property
+    def label(self) -> str:
+        return f"{self.team}/{self.name}: pid {self.proc.pid}"
 
     def send(self, sig: int) -> bool:
         try:
@@ -166,16 +178,12 @@ class Orphan:
             return False
         return True
 
-    def gone(self) -> bool:
-        return _ended(self.proc)
-
 
 @dataclass
-class Stray:
+class Stray(_NotForked):
     """What a dead teammate left behind (a tool's process group) that the subreaper flag made
     teamd's child. Signalled as a group unless its group is teamd's own or a member's."""
 
-    proc: psutil.Process
     spared_groups: frozenset[int]  # teamd's group and its members' (each leads its own)
 
     @property
@@ -184,10 +192,6 @@ class Stray:
             return f"stray process {self.proc.pid} ({self.proc.name()})"
         except psutil.Error:
             return f"stray process {self.proc.pid}"
-
-    @property
-    def ident(self) -> tuple[int, float]:
-        return (self.proc.pid, self.proc.create_time())
 
     def send(self, sig: int) -> bool:
         try:
@@ -203,26 +207,18 @@ class Stray:
             return False
         return True
 
-    def gone(self) -> bool:
-        return _ended(self.proc)
 
 
-def _ended(proc: psutil.Process) -> bool:
-    try:
-        return not proc.is_running() or proc.status() == psutil.STATUS_ZOMBIE
-    except psutil.Error:
-        return True
-
-
-def strays(parent_pid: int, own: Iterable[int]) -> list[Stray]:
-    """teamd's children that are not processes it forked (`own`): adopted strays."""
+def find_strays(parent_pid: int, forked: Iterable[int]) -> list[Stray]:
+    """teamd's children that are not processes it forked: strays it adopted."""
     try:
         kids = psutil.Process(parent_pid).children()
     except psutil.Error:
         return []
-    mine = set(own)
+    mine = set(forked)
     spared = frozenset({os.getpgid(0), *mine})
-    return [Stray(p, spared) for p in kids if p.pid not in mine and not _ended(p)]
+    found = [Stray(proc=p, spared_groups=spared) for p in kids if p.pid not in mine]
+    return [s for s in found if not s.gone()]  # a zombie is reaped, not signalled
 
 
 @dataclass
@@ -296,7 +292,8 @@ class Ladder:
 
 
 # -- forking a member's process --------------------------------------------------------------
-def fork(ws: Workspace, team: str, name: str, conf: Settings, parent_pid: int) -> MemberProcess:
+def fork_process(ws: Workspace, team: str, name: str, conf: Settings,
+                 parent_pid: int) -> MemberProcess:
     """Fork member `name`'s process. The child waits at its go pipe until `go()` (teamd has
     recorded its pid in the roster; a forked child touches the roster only after that,
     CONTRACT §4) or `abort()`."""

@@ -18,18 +18,7 @@ import signal
 import time
 from typing import Any
 
-from teamd import (
-    __version__,
-    actions,
-    board,
-    events,
-    files,
-    inbox,
-    pidfile,
-    policy,
-    processes,
-    roster,
-)
+from teamd import __version__, actions, board, events, files, inbox, pidfile, policy, roster
 from teamd import settings as settings_mod
 from teamd.deprecations import lookup as model_deprecation
 from teamd.errors import BadInput, TeamdError
@@ -38,7 +27,16 @@ from teamd.layout import LEAD, NAME_RE, SUPERVISOR, USER, Workspace
 from teamd.notify import Notifier, format_status
 from teamd.policy import Verb
 from teamd.proc import become_subreaper, decode_wait_status, describe_exit, drain_fd
-from teamd.processes import FD_ERRNOS, FD_HEADROOM, Ladder, MemberProcess, Orphan
+from teamd.processes import (
+    FD_ERRNOS,
+    FD_HEADROOM,
+    Ladder,
+    MemberProcess,
+    Orphan,
+    find_strays,
+    fork_process,
+    spare_fds,
+)
 from teamd.watch import Watcher
 
 log = logging.getLogger(__name__)
@@ -46,7 +44,6 @@ log = logging.getLogger(__name__)
 SAFETY_INTERVAL = 5.0  # a reconcile at least this often, in case a wakeup was missed
 WAIT_LIVE_INTERVAL = 0.2  # re-check while a previous supervisor's process winds down
 RELEVANT_SUFFIXES = ("config.json", "_inbox.jsonl", ".highwatermark")
-STOPS = (Verb.STOP, Verb.RESTART, Verb.LET_LEAVE)
 
 
 class Supervisor:
@@ -267,18 +264,12 @@ class Supervisor:
             action = policy.decide(m, process, now, orphan=orphan is not None,
                                    deleting=deleting, wake=m["name"] in wake,
                                    held_until=held[0] if held else 0.0)
-            if action.verb is Verb.SPAWN:
-                if action.reset:
-                    self.crashes.pop(key, None)  # a restart starts the count afresh
-                self.spawn_process(team, m["name"], reset=action.reset)
-            elif action.verb is Verb.WAIT:
-                self.wake_in((action.at or now) - now)
-            elif action.verb is Verb.MARK:
-                self.mark(team, m["name"], action.status or m["status"])
-            elif action.verb is Verb.END_ORPHAN and orphan is not None:
-                self.end_orphan(Orphan(team, m["name"], orphan), now)
-            elif action.verb in STOPS and process is not None:
+            if process is not None:
                 self.stop_process(process, action.verb, now)
+            elif orphan is not None and action.verb is Verb.END_ORPHAN:
+                self.end_orphan(Orphan(proc=orphan, team=team, name=m["name"]), now)
+            else:
+                self.start_member(team, m, action, now)
         if deleting and not any(p.team == team for p in self.processes.values()) \
                 and not actions.live_members(config):
             actions.remove_team(self.ws, team)
@@ -309,6 +300,18 @@ class Supervisor:
                 log.warning("team %s: %s", team, found.warning())
                 events.emit(self.ws, team, "model_deprecated", model=used,
                             retires=found.retires)
+
+    def start_member(self, team: str, member: Json, action: policy.Action, now: float) -> None:
+        """Do `action` for a member with no process: fork one, wait, or mark it."""
+        match action.verb:
+            case Verb.SPAWN:
+                if action.reset:
+                    self.crashes.pop((team, member["name"]), None)  # a restart: count afresh
+                self.spawn_process(team, member["name"], reset=action.reset)
+            case Verb.WAIT:
+                self.wake_in((action.at or now) - now)
+            case Verb.MARK:
+                self.mark(team, member["name"], action.status or member["status"])
 
     def end_orphan(self, orphan: Orphan, now: float) -> None:
         """A live process of the member that is not ours: an earlier supervisor's. Nothing
@@ -365,7 +368,7 @@ class Supervisor:
         A fork that cannot be recorded for want of space is stopped (it sees its go pipe
         close) and the member held back (`hold_for_space`): never a fork loop, and never a
         crash counted toward `restart_limit`."""
-        fds = processes.spare_fds()
+        fds = spare_fds()
         if fds is not None and fds[0] < FD_HEADROOM:
             # a fork it could not record would be stopped and tried again at once: fork
             # only what it can serve, and say why not
@@ -375,7 +378,7 @@ class Supervisor:
             log.error("%s/%s: %s", team, name, why)
             self.note_error(team, name, why)
             return
-        process = processes.fork(self.ws, team, name, self.conf, self.pid)
+        process = fork_process(self.ws, team, name, self.conf, self.pid)
         self.processes[process.pid] = process
 
         def record(m: Json, config: Json) -> tuple[str, str] | None:
@@ -431,11 +434,16 @@ class Supervisor:
         return delay
 
     def stop_process(self, process: MemberProcess, verb: Verb, now: float) -> None:
-        """SIGTERM a member's process (SIGKILL after stop_timeout); for LET_LEAVE, which
-        exits by itself, only the clock to SIGKILL."""
-        if verb is Verb.RESTART:
-            process.restarting = True
-        self.ladder.terminate(process, now, signal_it=verb is not Verb.LET_LEAVE)
+        """Do `verb` for a member's process: SIGTERM it (SIGKILL after stop_timeout) to
+        stop or restart it; for one that leaves by itself, only the clock to SIGKILL."""
+        match verb:
+            case Verb.STOP:
+                self.ladder.terminate(process, now)
+            case Verb.RESTART:
+                process.restarting = True
+                self.ladder.terminate(process, now)
+            case Verb.LET_LEAVE:
+                self.ladder.terminate(process, now, signal_it=False)
 
     def reap_processes(self) -> None:
         """Collect every child that ended: a member's process (its exit recorded), or a
@@ -457,7 +465,7 @@ class Supervisor:
         """SIGTERM (SIGKILL after stop_timeout) what dead teammates left behind (their
         tools' process groups), which the subreaper flag made our children."""
         now = time.time()
-        for stray in processes.strays(self.pid, self.processes):
+        for stray in find_strays(self.pid, self.processes):
             self.ladder.terminate(stray, now)
 
     def record_exit(self, process: MemberProcess, code: int | None, sig: int | None) -> None:

@@ -95,8 +95,9 @@ class MemberProcess:
     restarting: bool = False
     #: never let run (its pid could not be recorded): its exit is nobody's news
     aborted: bool = False
-    #: the write end of its go pipe until the child is let run (or told not to); a pipe of
-    #: teamd's to the child kept for its whole life would sit beside it, created in `fork`
+    #: the write end of its go pipe until the child is let run (or told not to). A pipe
+    #: kept for the process's whole life (to wake it) would sit beside it: made in
+    #: `fork_process`, its read end kept by `child_main`, its write end closed by `close`
     go_fd: int | None = None
 
     @property
@@ -128,6 +129,10 @@ class MemberProcess:
     def abort(self) -> None:
         """Tell the child not to run (it sees its go pipe close and exits)."""
         self.aborted = True
+        self._release(b"")
+
+    def close(self) -> None:
+        """It was reaped: close what teamd still holds of it."""
         self._release(b"")
 
     def _release(self, word: bytes) -> None:

@@ -455,11 +455,17 @@ class Supervisor:
                 break
             if pid == 0:
                 break
-            process = self.processes.pop(pid, None)
-            if process is not None:
-                self.ladder.forget(process)
-                self.record_exit(process, *decode_wait_status(status))
+            self.collect(pid, status)
         self.end_strays()
+
+    def collect(self, pid: int, status: int) -> None:
+        """`pid` was reaped: if it was a member's process, let go of it and record its exit
+        (a stray needs nothing more)."""
+        process = self.processes.pop(pid, None)
+        if process is not None:
+            process.close()
+            self.ladder.forget(process)
+            self.record_exit(process, *decode_wait_status(status))
 
     def end_strays(self) -> None:
         """SIGTERM (SIGKILL after stop_timeout) what dead teammates left behind (their
@@ -559,9 +565,7 @@ class Supervisor:
                 _, status = os.waitpid(pid, 0)
             except ChildProcessError:
                 status = 0
-            process = self.processes.pop(pid)
-            self.ladder.forget(process)
-            self.record_exit(process, *decode_wait_status(status))
+            self.collect(pid, status)
         self.end_strays()  # what the last SIGKILLs left behind: no time is left to wait
         self.ladder.kill_all()
         try:

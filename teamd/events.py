@@ -35,17 +35,36 @@ def emit(ws: Workspace, team: str, event: str, member: str | None = None,
     return record
 
 
+#: the settings in force of a process that holds them (teamd, a teammate), by settings file:
+#: its journal writes rotate by these instead of reading teamd.toml again for each event
+_in_force: dict[Path, settings.Settings] = {}
+
+
+def use_settings(ws: Workspace, conf: settings.Settings) -> None:
+    """Rotate this process's journal writes under `ws` by `conf` from now on: for the
+    supervisor and a teammate, which read teamd.toml themselves (at start, on SIGHUP, before
+    a model call). A process that never calls this (teamctl) reads teamd.toml at each write."""
+    _in_force[ws.settings_file] = conf
+
+
+def _settings(ws: Workspace) -> settings.Settings:
+    conf = _in_force.get(ws.settings_file)
+    if conf is not None:
+        return conf
+    try:
+        return settings.load(ws)
+    except BadInput as exc:
+        # A broken teamd.toml must not lose the journal entry of a write already made.
+        log.warning("%s; rotating events with the default limits", exc)
+        return settings.Settings()
+
+
 def emit_many(ws: Workspace, team: str, records: list[Json]) -> None:
     path = ws.events(team)
     if not path.parent.is_dir():
         log.debug("team %s is gone; not journalling %d event(s)", team, len(records))
         return
-    try:
-        conf = settings.load(ws)
-    except BadInput as exc:
-        # A broken teamd.toml must not lose the journal entry of a write already made.
-        log.warning("%s; rotating events with the default limits", exc)
-        conf = settings.Settings()
+    conf = _settings(ws)
     try:
         with files.lock(path):
             _rotate_if_needed(path, conf.events_max_bytes, conf.events_keep)

@@ -17,20 +17,13 @@ from teamd import files
 from teamd.errors import BadInput
 from teamd.files import Json
 from teamd.layout import Workspace
+from teamd.proc import live_process
 
 
 def running(ws: Workspace) -> Json | None:
     """The live supervisor's record, or None when no supervisor runs for this root."""
     info = files.read_json(ws.supervisor_info) if ws.supervisor_info.exists() else None
-    if not info:
-        return None
-    try:
-        proc = psutil.Process(int(info["pid"]))
-        if abs(proc.create_time() - float(info["create_time"])) > 0.01:
-            return None
-        if proc.status() == psutil.STATUS_ZOMBIE:
-            return None
-    except (psutil.Error, KeyError, TypeError, ValueError):
+    if not info or live_process(info.get("pid"), info.get("create_time")) is None:
         return None
     return info
 

@@ -1,17 +1,26 @@
-"""Restart policy: what an exit means, backoff delays, the crash-loop limit, which
-sleeping teammates to wake, and when mail wakes an LLM lead. Pure functions of the roster,
-the board and the clock, so the supervisor's loop stays about processes and these rules
-stay testable on their own.
+"""The member's states as a table: what the supervisor does for a member (`decide`), what
+an exit leaves it in (`after_exit`), backoff delays, the crash-loop limit, which sleeping
+teammates to wake, and when mail wakes an LLM lead (CONTRACT §4, §5, §9, §12).
+
+Pure functions of the roster, the board, what the supervisor knows of its processes and the
+clock: the supervisor's loop only does what they return, and these rules are tested on their
+own. Each edge is commented `# FROM -> TO` the way supervisord's `transition()` comments its
+own.
 """
 
 from __future__ import annotations
 
+import enum
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 from teamd.files import Json
-from teamd.proc import EXIT_SHUTDOWN, EXIT_SLEEP
+from teamd.proc import EXIT_NO_SPACE, EXIT_SHUTDOWN, EXIT_SLEEP, describe_exit
 from teamd.settings import Settings
+
+if TYPE_CHECKING:
+    from teamd.processes import MemberProcess
 
 #: a teammate in one of these is still at work: the team is not quiet (CONTRACT §12)
 WORKING = ("starting", "active", "waiting")
@@ -42,6 +51,9 @@ class CrashHistory:
         self.times.clear()
         self.streak = 0
 
+    def copy(self) -> CrashHistory:
+        return replace(self, times=deque(self.times))
+
 
 def status_after_exit(code: int | None, desired: str, supervisor_stopping: bool) -> str:
     """The status an exit leaves a member in (CONTRACT §4, "Exits"): `desired=stopped`
@@ -55,6 +67,174 @@ def status_after_exit(code: int | None, desired: str, supervisor_stopping: bool)
     if supervisor_stopping:
         return "pending"
     return "backoff"
+
+
+#: back-off of a member that cannot start for want of space (CONTRACT §3, §4 "Exits")
+SPACE_RETRY_FIRST, SPACE_RETRY_MAX = 1.0, 30.0
+
+
+def space_delay(held: tuple[float, float] | None, now: float) -> float:
+    """How long to hold a member back after a start failed for want of space (or would, for
+    want of descriptors): 1 s doubling to 30 s while such failures keep coming, from 1 s
+    again once they stopped for a while. `held`: its last hold (no fork before, delay)."""
+    if held is None or now - held[0] >= 2 * SPACE_RETRY_MAX:
+        return SPACE_RETRY_FIRST
+    return min(SPACE_RETRY_MAX, held[1] * 2)
+
+
+# -- what to do for a member ----------------------------------------------------------------
+class Verb(enum.Enum):
+    NOTHING = "nothing"
+    #: fork its process (`reset`: for a `restart`, its restarts and crash history cleared)
+    SPAWN = "spawn"
+    #: nothing now; look again at `Action.at` (a backoff or a space hold-off runs out)
+    WAIT = "wait"
+    #: SIGTERM its process, SIGKILL after stop_timeout
+    STOP = "stop"
+    #: STOP, for a `restart`: its exit is not a crash, and it is forked again at once
+    RESTART = "restart"
+    #: it approved its shutdown and exits 0 by itself: no SIGTERM, but SIGKILL after
+    #: stop_timeout if it is still here
+    LET_LEAVE = "let_leave"
+    #: a live process of an earlier supervisor: SIGTERM, SIGKILL after stop_timeout; nothing
+    #: is forked for the member until it is gone
+    END_ORPHAN = "end_orphan"
+    #: write `Action.status` for a member with no process
+    MARK = "mark"
+
+
+@dataclass(frozen=True)
+class Action:
+    verb: Verb
+    reset: bool = False  # SPAWN: a restart, not counted toward restart_limit
+    at: float | None = None  # WAIT: when to look again
+    status: str | None = None  # MARK: the status to write
+
+
+NOTHING = Action(Verb.NOTHING)
+
+
+def decide(member: Json, process: MemberProcess | None, now: float, *, orphan: bool = False,
+           deleting: bool = False, wake: bool = False, held_until: float = 0.0) -> Action:
+    """What the supervisor does for `member` (its roster entry, spec and live fields merged).
+
+    `process`: the process this supervisor forked for it and has not reaped yet, or None;
+    `orphan`: with no such process, whether a live process of an earlier supervisor holds its
+    roster pid; `deleting`: its team is being deleted (no new work, no new fork); `wake`: it
+    sleeps and something wakes it (`sleepers_to_wake`); `held_until`: no fork before this (a
+    start that failed for want of space)."""
+    status, desired = member["status"], member["desired"]
+    requested = member.get("restart_requested_at") or 0
+
+    def spawn(reset: bool = False) -> Action:
+        if now < held_until:
+            return Action(Verb.WAIT, at=held_until)  # short of space: held back, not a crash
+        return Action(Verb.SPAWN, reset=reset)
+
+    if process is not None:
+        # with a process of ours, starting … stopping are the member's own to write
+        if desired == "stopped" and status == "stopping":
+            # STOPPING -> SHUTDOWN: it approved its shutdown and exits 0 by itself
+            return Action(Verb.LET_LEAVE)
+        if desired == "stopped":
+            # RUNNING -> STOPPING(signal): `stop --force`, `delete --force`, a shutdown
+            # answered on its behalf
+            return Action(Verb.STOP)
+        if requested > process.started_at:
+            # RUNNING -> PENDING -> STARTING: `restart` of a live member
+            return Action(Verb.RESTART)
+        return NOTHING
+    if orphan:
+        # PENDING(an earlier supervisor's process) -> PENDING: end it before forking anew
+        return Action(Verb.END_ORPHAN)
+    if desired != "running":
+        # any -> SHUTDOWN: stopped with no process (never started, or it died meanwhile)
+        return NOTHING if status == "shutdown" else Action(Verb.MARK, status="shutdown")
+    if deleting:
+        return NOTHING  # no new work enters a team being deleted
+    if requested > (member.get("started_at") or 0):
+        # FAILED / BACKOFF / SHUTDOWN / PENDING -> STARTING: `restart` clears the count
+        return spawn(reset=True)
+    if status in ("failed", "shutdown"):
+        return NOTHING  # FAILED, SHUTDOWN: only `restart` (or `up`) starts it again
+    if status == "backoff":
+        due = float(member.get("restart_at") or 0)
+        # BACKOFF -> STARTING once its delay is over
+        return spawn() if now >= due else Action(Verb.WAIT, at=due)
+    if status == "sleeping":
+        # SLEEPING -> STARTING: mail or work wakes it; it resumes its session
+        return spawn() if wake else NOTHING
+    # PENDING -> STARTING; and starting, active, idle, waiting, paused or stopping with no
+    # process (a supervisor killed with -9 left it so) -> STARTING: it resumes its session
+    return spawn()
+
+
+# -- what an exit leaves a member in --------------------------------------------------------
+@dataclass(frozen=True)
+class Outcome:
+    """What one exit leaves a member in. `restart_at` and `last_error` are written when not
+    None (an exit never clears them); `delay` is the backoff's, in seconds."""
+
+    status: str
+    restarts: int
+    history: CrashHistory  # its crash history after this exit
+    restart_at: float | None = None
+    delay: float | None = None
+    last_error: str | None = None
+    #: the delay is a hold-off for want of space: the supervisor forks nothing for the
+    #: member before it runs out, and nothing counts toward restart_limit
+    held_for_space: bool = False
+    #: FAILED: why, for `member_failed` to the lead (to the person, of an LLM lead)
+    failed_reason: str | None = None
+
+    @property
+    def release_tasks(self) -> bool:
+        """It will not come back by itself: its tasks go back to the board."""
+        return self.status in ("shutdown", "failed")
+
+
+def after_exit(member: Json, process: MemberProcess, code: int | None, sig: int | None,
+               now: float, conf: Settings, *, history: CrashHistory,
+               space_held: tuple[float, float] | None = None,
+               stopping: bool = False) -> Outcome | None:
+    """Read an exit (CONTRACT §4 "Exits"): `member` as the roster has it, read under its lock;
+    `process` the one reaped, with its exit `code` or signal `sig`; `history` its crashes so
+    far (left as it is: the outcome carries the new one); `space_held` its last hold-off for
+    want of space; `stopping`: the supervisor itself is stopping. None when the exit is not
+    the member's news: a newer process is recorded, or this one never ran."""
+    if process.aborted or member.get("pid") not in (None, process.pid):
+        return None
+    restarts = int(member.get("restarts") or 0)
+    if process.restarting and not stopping:
+        # RUNNING -> PENDING: teamd stopped it for a `restart`; forked again at once and
+        # nothing counts toward restart_limit
+        return Outcome("pending", restarts=0, history=CrashHistory())
+    status = status_after_exit(code if sig is None else None, member["desired"], stopping)
+    if status != "backoff":
+        # STOPPING -> SHUTDOWN (desired stopped, or exit 0 after an approval);
+        # IDLE -> SLEEPING (exit 75); RUNNING -> PENDING (teamd itself is stopping)
+        return Outcome(status, restarts=restarts, history=history)
+    if code == EXIT_NO_SPACE and sig is None:
+        # RUNNING -> BACKOFF(held): stopped for want of space; retried, never counted
+        delay = space_delay(space_held, now)
+        return Outcome("backoff", restarts=restarts, history=history,
+                       restart_at=now + delay, delay=delay, held_for_space=True,
+                       last_error=f"stopped for want of space (see its log); starting "
+                                  f"again in {delay:g} s")
+    crashes = history.copy()
+    crashes.record(now, now - process.started_at, conf)
+    restarts += 1
+    if crashes.over_limit(conf):
+        # RUNNING -> FAILED: more than restart_limit crashes within restart_window
+        reason = (f"{describe_exit(code, sig)}; {restarts} restarts within "
+                  f"{conf.restart_window:g}s")
+        return Outcome("failed", restarts=restarts, history=crashes, last_error=reason,
+                       failed_reason=reason)
+    # RUNNING -> BACKOFF: a crash; the roster, not only the journal, says why (CONTRACT §4)
+    delay = crashes.delay(conf)
+    return Outcome("backoff", restarts=restarts, history=crashes, restart_at=now + delay,
+                   delay=delay,
+                   last_error=f"{describe_exit(code, sig)}; restart {restarts} in {delay:g} s")
 
 
 def sleepers_to_wake(members: list[Json], tasks: list[Json], inbox_waiting: set[str],

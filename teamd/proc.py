@@ -1,4 +1,5 @@
-"""Process plumbing for forked teammates: parent-death signal, descriptor hygiene, exit codes.
+"""Process plumbing for forked teammates: parent-death signal, descriptor hygiene, exit codes,
+and the one liveness check (`live_process`) the roster and the supervisor's pidfile share.
 
 Exit codes are the protocol between a teammate and its supervisor (like gunicorn's
 WORKER_BOOT_ERROR): 0 = approved a shutdown, 75 = went to sleep after idle_timeout,
@@ -14,12 +15,17 @@ import os
 import signal
 from collections.abc import Iterable
 
+import psutil
+
 log = logging.getLogger(__name__)
 
 EXIT_SHUTDOWN = 0
 EXIT_SLEEP = 75  # EX_TEMPFAIL: "try again later"
 EXIT_BOOT_ERROR = 3
 EXIT_NO_SPACE = 74  # EX_IOERR: stopped for want of space; retried later, never a crash
+
+#: two start times closer than this are the same process (psutil rounds create_time)
+SAME_START = 0.01
 
 PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
@@ -34,6 +40,23 @@ def _prctl(option: int, arg: int) -> None:
     if _libc.prctl(option, arg, 0, 0, 0) != 0:
         err = ctypes.get_errno()
         raise OSError(err, os.strerror(err))
+
+
+def live_process(pid: object, create_time: object) -> psutil.Process | None:
+    """The process `pid` if it runs and started at `create_time`, else None: a pid since
+    reused by an unrelated process (another start time), a zombie, a gone process, or a
+    record whose values are no numbers never count (CONTRACT §4 "Live")."""
+    try:
+        if not pid or create_time is None:
+            return None
+        proc = psutil.Process(int(pid))  # type: ignore[call-overload]
+        if abs(proc.create_time() - float(create_time)) > SAME_START:  # type: ignore[arg-type]
+            return None
+        if proc.status() == psutil.STATUS_ZOMBIE:
+            return None
+    except (psutil.Error, TypeError, ValueError):
+        return None
+    return proc
 
 
 def die_with_parent(sig: int, parent_pid: int) -> None:

@@ -18,6 +18,7 @@ from teamd import files
 from teamd.errors import BadInput
 from teamd.files import Json
 from teamd.layout import LEAD, USER, Workspace
+from teamd.proc import live_process
 
 COLORS = ("cyan", "yellow", "magenta", "green", "blue")
 STATUSES = ("pending", "starting", "active", "idle", "waiting", "paused", "sleeping",
@@ -181,18 +182,7 @@ def new_member(config: Json, name: str, *, kind: str, role: str, prompt: str, mo
 
 def process_of(member: Json) -> psutil.Process | None:
     """The member's process if it is live (pid runs and its start time matches), else None."""
-    pid, created = member.get("pid"), member.get("pid_create_time")
-    if not pid or created is None:
-        return None
-    try:
-        proc = psutil.Process(int(pid))
-        if abs(proc.create_time() - float(created)) > 0.01:
-            return None  # the pid was reused by an unrelated process
-        if proc.status() == psutil.STATUS_ZOMBIE:
-            return None
-        return proc
-    except (psutil.NoSuchProcess, psutil.AccessDenied, ValueError):
-        return None
+    return live_process(member.get("pid"), member.get("pid_create_time"))
 
 
 def is_live(member: Json) -> bool:

@@ -2,26 +2,21 @@
 
 The arbiter, after gunicorn's: signal handlers only enqueue (and wake the loop through the
 wakeup fd); the main loop dispatches `handle_<signal>`, reconciles the roster's `desired`
-state with its children when inotify says a file that matters changed, and runs timers
-(SIGKILL after `stop_timeout`, backoff restarts, the systemd watchdog). Every teammate is
-forked from this single-threaded parent after the heavy modules are imported once.
+state with the member processes when inotify says a file that matters changed, and runs
+timers (SIGKILL after `stop_timeout`, backoff restarts, the systemd watchdog, the sweep for
+strays). What to do for a member and what an exit means are `policy`'s (`decide`,
+`after_exit`); forking and ending processes are `processes`'. Every teammate is forked from
+this single-threaded parent after the heavy modules are imported once (`model.preload`).
 """
 
 from __future__ import annotations
 
-import errno
-import gc
 import logging
 import os
-import resource
 import select
 import signal
 import time
-import traceback
-from dataclasses import dataclass
 from typing import Any
-
-import psutil
 
 from teamd import __version__, actions, board, events, files, inbox, pidfile, policy, roster
 from teamd import settings as settings_mod
@@ -29,20 +24,18 @@ from teamd.deprecations import lookup as model_deprecation
 from teamd.errors import BadInput, TeamdError
 from teamd.files import Json
 from teamd.layout import LEAD, NAME_RE, SUPERVISOR, USER, Workspace
-from teamd.notify import NOTIFY_ENV_KEYS, Notifier, format_status, scrub_child_env
-from teamd.proc import (
-    EXIT_BOOT_ERROR,
-    EXIT_NO_SPACE,
-    become_subreaper,
-    close_fds,
-    decode_wait_status,
-    describe_exit,
-    die_with_parent,
-    drain_fd,
-    raise_oom_score_adj,
-    redirect_stdio,
-    reset_signals,
-    wipe_environ_block,
+from teamd.notify import Notifier, format_status
+from teamd.policy import Verb
+from teamd.proc import become_subreaper, decode_wait_status, describe_exit, drain_fd
+from teamd.processes import (
+    FD_ERRNOS,
+    FD_HEADROOM,
+    Ladder,
+    MemberProcess,
+    Orphan,
+    find_strays,
+    fork_process,
+    spare_fds,
 )
 from teamd.watch import Watcher
 
@@ -51,42 +44,6 @@ log = logging.getLogger(__name__)
 SAFETY_INTERVAL = 5.0  # a reconcile at least this often, in case a wakeup was missed
 WAIT_LIVE_INTERVAL = 0.2  # re-check while a previous supervisor's process winds down
 RELEVANT_SUFFIXES = ("config.json", "_inbox.jsonl", ".highwatermark")
-#: back-off of a member that cannot start for want of space (CONTRACT §3, §4 "Exits")
-SPACE_RETRY_FIRST, SPACE_RETRY_MAX = 1.0, 30.0
-#: descriptors a fork needs free in teamd (its go pipe, then the roster and journal writes
-#: that record it); with fewer, teamd does not fork (RLIMIT_NOFILE set too low)
-FD_HEADROOM = 8
-FD_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE})
-
-
-def spare_fds() -> tuple[int, int] | None:
-    """(descriptors still free, the RLIMIT_NOFILE soft limit), or None without a limit."""
-    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft == resource.RLIM_INFINITY:
-        return None
-    try:
-        used = len(os.listdir("/proc/self/fd")) - 1  # less the one listdir itself used
-    except OSError as exc:
-        if exc.errno in FD_ERRNOS:
-            return 0, soft
-        return None  # no /proc: nothing to judge by
-    return soft - used, soft
-
-
-@dataclass
-class Child:
-    team: str
-    name: str
-    pid: int
-    create_time: float
-    started_at: float
-    term_sent_at: float | None = None
-    restarting: bool = False
-    aborted: bool = False
-
-    @property
-    def key(self) -> tuple[str, str]:
-        return (self.team, self.name)
 
 
 class Supervisor:
@@ -95,12 +52,13 @@ class Supervisor:
     def __init__(self, ws: Workspace) -> None:
         self.ws = ws
         self.conf = settings_mod.load(ws)
+        events.use_settings(ws, self.conf)
         self.pid = os.getpid()
-        self.children: dict[int, Child] = {}
+        self.processes: dict[int, MemberProcess] = {}  # pid → the member process we forked
+        self.ladder = Ladder()  # what we are ending: SIGTERM, then SIGKILL after stop_timeout
         self.crashes: dict[tuple[str, str], policy.CrashHistory] = {}
         # (team, name) → (no fork before, last delay): members held back for want of space
         self.no_space: dict[tuple[str, str], tuple[float, float]] = {}
-        self.orphans: dict[tuple[int, float], float] = {}  # (pid, start) → first seen
         self.models_checked: set[tuple[str, str]] = set()  # (team, model) since this start
         self.rosters: dict[str, Json] = {}  # each team's last roster that parsed
         self.broken: dict[str, str] = {}  # team → why its config.json does not parse
@@ -109,7 +67,7 @@ class Supervisor:
         self.notifier = Notifier.from_env()
         self.watchdog_every = self.notifier.watchdog_interval()
         self.next_watchdog = 0.0
-        self.next_sweep = 0.0  # the next look for strays we adopted (`kill_strays`)
+        self.next_sweep = 0.0  # the next look for strays we adopted (`end_strays`)
         self.last_status = ""
         self.wake_at: float | None = None
         self._pipe: tuple[int, int] | None = None
@@ -118,8 +76,10 @@ class Supervisor:
 
     # -- life cycle ----------------------------------------------------------------------
     def run(self) -> int:
+        from teamd.agent import model  # here: teamctl, which imports this module, never does
+
         self._lock = pidfile.claim(self.ws, __version__)
-        self.preload()
+        model.preload()
         self.init_signals()
         become_subreaper()
         files.ensure_dir(self.ws.tasks_root)
@@ -142,16 +102,6 @@ class Supervisor:
         finally:
             self.stop_all()
         return 0
-
-    def preload(self) -> None:
-        """Import what every teammate needs once, here, so a fork starts warm; freeze the
-        heap so the children's garbage collector leaves the shared pages alone."""
-        import teamd.agent.loop  # noqa: F401
-        from teamd.agent import model
-
-        model.warm_up()
-        gc.collect()
-        gc.freeze()
 
     def init_signals(self) -> None:
         r, w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
@@ -196,9 +146,9 @@ class Supervisor:
     def next_timeout(self) -> float:
         now = time.time()
         deadlines = [now + SAFETY_INTERVAL]
-        for child in self.children.values():
-            if child.term_sent_at is not None:
-                deadlines.append(child.term_sent_at + self.conf.stop_timeout)
+        kill_due = self.ladder.next_due(self.conf.stop_timeout)
+        if kill_due is not None:
+            deadlines.append(kill_due)
         if self.wake_at is not None:
             deadlines.append(self.wake_at)
         if self.watchdog_every:
@@ -212,7 +162,7 @@ class Supervisor:
             getattr(self, f"handle_{name[3:]}")()
 
     def handle_chld(self) -> None:
-        self.reap_workers()
+        self.reap_processes()
 
     def handle_term(self) -> None:
         log.info("stopping: the team keeps its desired state; members resume next start")
@@ -226,6 +176,7 @@ class Supervisor:
         self.notifier.reloading()
         try:
             self.conf = settings_mod.load(self.ws)
+            events.use_settings(self.ws, self.conf)
             log.info("re-read %s", self.ws.settings_file)
         except TeamdError as exc:
             log.error("%s; keeping the settings in force", exc)
@@ -243,30 +194,18 @@ class Supervisor:
         if self.watchdog_every and now >= self.next_watchdog:
             self.notifier.watchdog()
             self.next_watchdog = now + self.watchdog_every
-        self.murder_workers()
+        self.ladder.escalate(now, self.conf.stop_timeout)  # SIGKILL what ignored SIGTERM
         if now >= self.next_sweep:
             # a tool's daemon (its own session, so its group was not killed) is adopted by
             # us when its parent ends; no SIGCHLD says so while the teammate lives on
             self.next_sweep = now + SAFETY_INTERVAL
-            self.kill_strays()
-
-    def murder_workers(self) -> None:
-        """SIGKILL children that ignored SIGTERM for stop_timeout."""
-        now = time.time()
-        for child in list(self.children.values()):
-            if child.term_sent_at is not None and now - child.term_sent_at >= \
-                    self.conf.stop_timeout:
-                log.warning("%s/%s ignored SIGTERM for %gs: SIGKILL", child.team, child.name,
-                            self.conf.stop_timeout)
-                self.kill_worker(child, signal.SIGKILL)
+            self.end_strays()
 
     # -- reconcile -----------------------------------------------------------------------
     def reconcile(self) -> None:
         now = time.time()
         self.wake_at = None
-        by_member = {c.key: c for c in self.children.values()}
-        if self.orphans:
-            self.orphans = {k: t for k, t in self.orphans.items() if psutil.pid_exists(k[0])}
+        by_member = {p.key: p for p in self.processes.values()}
         for team in self.ws.team_names():
             # one team's bad file (a hand-edited task, a missing folder) must not stop the
             # supervisor, and with it every other team
@@ -302,8 +241,10 @@ class Supervisor:
         self.rosters[team] = config
         return config
 
-    def reconcile_team(self, team: str, config: Json, by_member: dict[tuple[str, str], Child],
-                       now: float) -> None:
+    def reconcile_team(self, team: str, config: Json,
+                       by_member: dict[tuple[str, str], MemberProcess], now: float) -> None:
+        """Do for each member of `team` what `policy.decide` says; remove a team being
+        deleted once nothing of it runs."""
         deleting = config.get("state") == "deleting"
         members = config["members"]
         self.journal_deprecated_models(team, members)
@@ -316,43 +257,20 @@ class Supervisor:
                                                                           live)}
             wake = policy.sleepers_to_wake(members, tasks, waiting, live)
         for m in members:
-            child = by_member.get((team, m["name"]))
-            if child is not None:
-                if m["desired"] == "stopped" and m["status"] == "stopping":
-                    self.let_leave(child)
-                elif m["desired"] == "stopped":
-                    self.kill_worker(child, signal.SIGTERM)
-                elif (m.get("restart_requested_at") or 0) > child.started_at:
-                    child.restarting = True
-                    self.kill_worker(child, signal.SIGTERM)
-                continue
-            orphan = roster.process_of(m)
-            if orphan is not None:
-                self.end_orphan(team, m["name"], orphan, now)
-                continue
-            if m["desired"] != "running":
-                if m["status"] != "shutdown":
-                    self.mark(team, m["name"], "shutdown")
-                continue
-            if deleting:
-                continue
-            if (m.get("restart_requested_at") or 0) > (m.get("started_at") or 0):
-                self.crashes.pop((team, m["name"]), None)
-                self.spawn_worker(team, m["name"], reset=True)
-            elif m["status"] in ("failed", "shutdown"):
-                continue
-            elif m["status"] == "backoff":
-                due = m.get("restart_at") or 0
-                if now >= due:
-                    self.spawn_worker(team, m["name"])
-                else:
-                    self.wake_in(due - now)
-            elif m["status"] == "sleeping":
-                if m["name"] in wake:
-                    self.spawn_worker(team, m["name"])
+            key = (team, m["name"])
+            process = by_member.get(key)
+            orphan = roster.process_of(m) if process is None else None
+            held = self.no_space.get(key)
+            action = policy.decide(m, process, now, orphan=orphan is not None,
+                                   deleting=deleting, wake=m["name"] in wake,
+                                   held_until=held[0] if held else 0.0)
+            if process is not None:
+                self.stop_process(process, action.verb, now)
+            elif orphan is not None and action.verb is Verb.END_ORPHAN:
+                self.end_orphan(Orphan(proc=orphan, team=team, name=m["name"]), now)
             else:
-                self.spawn_worker(team, m["name"])
-        if deleting and not any(c.team == team for c in self.children.values()) \
+                self.start_member(team, m, action, now)
+        if deleting and not any(p.team == team for p in self.processes.values()) \
                 and not actions.live_members(config):
             actions.remove_team(self.ws, team)
             if self._watcher is not None:  # a team created again under this name is new
@@ -383,24 +301,22 @@ class Supervisor:
                 events.emit(self.ws, team, "model_deprecated", model=used,
                             retires=found.retires)
 
-    def end_orphan(self, team: str, name: str, proc: psutil.Process, now: float) -> None:
-        """A live process of the member that is not our child: an earlier supervisor's,
-        normally dying of its parent-death signal already. Nothing new is forked for the
-        member until it is gone; it gets SIGTERM at once and SIGKILL after stop_timeout.
-        psutil re-checks the start time before each signal: a reused pid is never hit."""
-        key = (proc.pid, proc.create_time())
-        try:
-            if key not in self.orphans:
-                self.orphans[key] = now
-                log.warning("%s/%s: pid %d of an earlier supervisor is still running: "
-                            "SIGTERM", team, name, proc.pid)
-                proc.terminate()
-            elif now - self.orphans[key] >= self.conf.stop_timeout:
-                log.warning("%s/%s: pid %d ignored SIGTERM for %gs: SIGKILL", team, name,
-                            proc.pid, self.conf.stop_timeout)
-                proc.kill()
-        except psutil.Error:
-            pass
+    def start_member(self, team: str, member: Json, action: policy.Action, now: float) -> None:
+        """Do `action` for a member with no process: fork one, wait, or mark it."""
+        match action.verb:
+            case Verb.SPAWN:
+                if action.reset:
+                    self.crashes.pop((team, member["name"]), None)  # a restart: count afresh
+                self.spawn_process(team, member["name"], reset=action.reset)
+            case Verb.WAIT:
+                self.wake_in((action.at or now) - now)
+            case Verb.MARK:
+                self.mark(team, member["name"], action.status or member["status"])
+
+    def end_orphan(self, orphan: Orphan, now: float) -> None:
+        """A live process of the member that is not ours: an earlier supervisor's. Nothing
+        new is forked for the member until it is gone (looked at again shortly)."""
+        self.ladder.terminate(orphan, now, warning="of an earlier supervisor is still running")
         self.wake_in(WAIT_LIVE_INTERVAL)
 
     def wake_in(self, seconds: float) -> None:
@@ -446,16 +362,12 @@ class Supervisor:
             self.notifier.status(line)
 
     # -- processes -----------------------------------------------------------------------
-    def spawn_worker(self, team: str, name: str, reset: bool = False) -> None:
-        """Fork a teammate; record its pid in the roster; only then let it run.
+    def spawn_process(self, team: str, name: str, reset: bool = False) -> None:
+        """Fork a member's process; record its pid in the roster; only then let it run.
 
         A fork that cannot be recorded for want of space is stopped (it sees its go pipe
         close) and the member held back (`hold_for_space`): never a fork loop, and never a
         crash counted toward `restart_limit`."""
-        held = self.no_space.get((team, name))
-        if held is not None and time.time() < held[0]:
-            self.wake_in(held[0] - time.time())
-            return
         fds = spare_fds()
         if fds is not None and fds[0] < FD_HEADROOM:
             # a fork it could not record would be stopped and tried again at once: fork
@@ -466,24 +378,14 @@ class Supervisor:
             log.error("%s/%s: %s", team, name, why)
             self.note_error(team, name, why)
             return
-        go_r, go_w = os.pipe2(os.O_CLOEXEC)
-        pid = os.fork()
-        if pid == 0:  # pragma: no cover - runs in the child
-            os.close(go_w)
-            self.child_main(team, name, go_r)
-        os.close(go_r)
-        try:
-            create_time = psutil.Process(pid).create_time()
-        except psutil.Error:
-            create_time = time.time()
-        child = Child(team, name, pid, create_time, time.time())
-        self.children[pid] = child
+        process = fork_process(self.ws, team, name, self.conf, self.pid)
+        self.processes[process.pid] = process
 
         def record(m: Json, config: Json) -> tuple[str, str] | None:
             if m["desired"] != "running" or config.get("state") == "deleting":
                 return None
-            m.update(pid=pid, pid_create_time=create_time, started_at=child.started_at,
-                     restart_at=None)
+            m.update(pid=process.pid, pid_create_time=process.create_time,
+                     started_at=process.started_at, restart_at=None)
             if reset:
                 m["restarts"] = 0
             return roster.set_status(m, "starting") or ("starting", "starting")
@@ -494,22 +396,20 @@ class Supervisor:
             short = files.out_of_space(exc) or (isinstance(exc, OSError)
                                                  and exc.errno in FD_ERRNOS)
             retry = self.hold_for_space(team, name) if short else None
-            log.error("%s/%s: cannot record pid %d: %s%s", team, name, pid, exc,
+            log.error("%s/%s: cannot record pid %d: %s%s", team, name, process.pid, exc,
                       f"; trying again in {retry:g} s" if retry else "")
             moved = None
         if moved is None:
-            child.aborted = True  # the child sees its go pipe close and exits
-            os.close(go_w)
+            process.abort()
             return
         try:
-            events.emit(self.ws, team, "spawned", member=name, pid=pid)
+            events.emit(self.ws, team, "spawned", member=name, pid=process.pid)
             events.status_changed(self.ws, team, name, moved)
         except OSError as exc:  # the roster has it: the journal is the lesser loss
             log.error("%s/%s: cannot journal its start: %s", team, name, exc)
         finally:
-            os.write(go_w, b"1")
-            os.close(go_w)
-        log.info("spawned %s/%s pid %d", team, name, pid)
+            process.go()
+        log.info("spawned %s/%s pid %d", team, name, process.pid)
 
     def note_error(self, team: str, name: str, why: str) -> None:
         """`last_error` of a member with no process, when it can be written."""
@@ -522,65 +422,32 @@ class Supervisor:
         except Exception as exc:  # short of what it would take: the log has said it
             log.warning("%s/%s: cannot write last_error: %s", team, name, exc)
 
-    def hold_for_space(self, team: str, name: str) -> float:
-        """Hold a member back from forking for a while (1 s doubling to 30 s) after a start
-        failed for want of space, or would for want of descriptors; returns the delay. Such
-        a start is not a crash."""
+    def hold_for_space(self, team: str, name: str, delay: float | None = None) -> float:
+        """Hold a member back from forking for a while (`policy.space_delay`, or `delay`)
+        after a start failed for want of space, or would for want of descriptors; returns
+        the delay. Such a start is not a crash."""
         now = time.time()
-        held = self.no_space.get((team, name))
-        recent = held is not None and now - held[0] < 2 * SPACE_RETRY_MAX
-        delay = min(SPACE_RETRY_MAX, held[1] * 2) if held and recent else SPACE_RETRY_FIRST
+        if delay is None:
+            delay = policy.space_delay(self.no_space.get((team, name)), now)
         self.no_space[(team, name)] = (now + delay, delay)
         self.wake_in(delay)
         return delay
 
-    def child_main(self, team: str, name: str, go_r: int) -> None:  # pragma: no cover
-        code = EXIT_BOOT_ERROR
-        try:
-            os.setpgid(0, 0)
-            die_with_parent(signal.SIGTERM, self.pid)
-            reset_signals()
-            redirect_stdio(str(self.ws.member_log(team, name)))
-            raise_oom_score_adj()
-            close_fds(keep=[go_r])
-            scrub_child_env(os.environ)
-            wipe_environ_block(NOTIFY_ENV_KEYS)
-            if os.read(go_r, 1) != b"1":
-                os._exit(EXIT_BOOT_ERROR)  # the supervisor changed its mind
-            os.close(go_r)
-            from teamd.agent.loop import run_member
+    def stop_process(self, process: MemberProcess, verb: Verb, now: float) -> None:
+        """Do `verb` for a member's process: SIGTERM it (SIGKILL after stop_timeout) to
+        stop or restart it; for one that leaves by itself, only the clock to SIGKILL."""
+        match verb:
+            case Verb.STOP:
+                self.ladder.terminate(process, now)
+            case Verb.RESTART:
+                process.restarting = True
+                self.ladder.terminate(process, now)
+            case Verb.LET_LEAVE:
+                self.ladder.terminate(process, now, signal_it=False)
 
-            code = run_member(self.ws, team, name, self.conf)
-        except SystemExit as exc:
-            code = exc.code if isinstance(exc.code, int) else 1
-        except BaseException as exc:
-            traceback.print_exc()
-            code = EXIT_NO_SPACE if files.out_of_space(exc) else 1
-        finally:
-            try:
-                logging.shutdown()
-            finally:
-                os._exit(code)
-
-    def let_leave(self, child: Child) -> None:
-        """The member approved its shutdown and is exiting 0 by itself: no SIGTERM, but
-        the usual SIGKILL if it is still here after stop_timeout."""
-        if child.term_sent_at is None:
-            child.term_sent_at = time.time()
-
-    def kill_worker(self, child: Child, sig: int) -> None:
-        if sig == signal.SIGTERM and child.term_sent_at is not None:
-            return  # already asked; murder_workers escalates
-        try:
-            os.kill(child.pid, sig)  # our own unreaped child: its pid cannot be reused yet
-        except ProcessLookupError:
-            return
-        if sig == signal.SIGTERM:
-            child.term_sent_at = time.time()
-        log.info("sent %s to %s/%s pid %d", signal.Signals(sig).name, child.team, child.name,
-                 child.pid)
-
-    def reap_workers(self) -> None:
+    def reap_processes(self) -> None:
+        """Collect every child that ended: a member's process (its exit recorded), or a
+        stray we adopted; then end the strays its death left us."""
         while True:
             try:
                 pid, status = os.waitpid(-1, os.WNOHANG)
@@ -588,139 +455,119 @@ class Supervisor:
                 break
             if pid == 0:
                 break
-            child = self.children.pop(pid, None)
-            if child is not None:
-                self.record_exit(child, *decode_wait_status(status))
-        self.kill_strays()
+            self.collect(pid, status)
+        self.end_strays()
 
-    def record_exit(self, child: Child, code: int | None, sig: int | None) -> None:
+    def collect(self, pid: int, status: int) -> None:
+        """`pid` was reaped: if it was a member's process, let go of it and record its exit
+        (a stray needs nothing more)."""
+        process = self.processes.pop(pid, None)
+        if process is not None:
+            process.close()
+            self.ladder.forget(process)
+            self.record_exit(process, *decode_wait_status(status))
+
+    def end_strays(self) -> None:
+        """SIGTERM (SIGKILL after stop_timeout) what dead teammates left behind (their
+        tools' process groups), which the subreaper flag made our children."""
+        now = time.time()
+        for stray in find_strays(self.pid, self.processes):
+            self.ladder.terminate(stray, now)
+
+    def record_exit(self, process: MemberProcess, code: int | None, sig: int | None) -> None:
         """`on_exit`, surviving what it cannot write (a full disk): the supervisor goes on,
         and the next reconcile sees the member's process gone."""
         try:
-            self.on_exit(child, code, sig)
+            self.on_exit(process, code, sig)
         except Exception:
-            log.exception("%s/%s: cannot record its exit", child.team, child.name)
+            log.exception("%s/%s: cannot record its exit", process.team, process.name)
 
-    def kill_strays(self) -> None:
-        """Kill what dead teammates left behind (their tools' process groups), which the
-        subreaper flag made our children."""
-        try:
-            kids = psutil.Process(self.pid).children()
-        except psutil.Error:
-            return
-        for proc in kids:
-            if proc.pid in self.children:
-                continue
-            try:
-                pgid = os.getpgid(proc.pid)
-                if pgid != os.getpgid(0) and pgid not in self.children:
-                    os.killpg(pgid, signal.SIGKILL)
-                else:
-                    os.kill(proc.pid, signal.SIGKILL)
-                log.info("killed stray process %d (%s)", proc.pid, proc.name())
-            except (OSError, psutil.Error):
-                continue
-
-    def on_exit(self, child: Child, code: int | None, sig: int | None) -> None:
+    def on_exit(self, process: MemberProcess, code: int | None, sig: int | None) -> None:
+        """Write what `policy.after_exit` reads in an exit; then what follows from it: the
+        restart timer, the journal, its tasks released, the lead told of a failure."""
         now = time.time()
-        team, name = child.key
-        log.info("%s/%s pid %d exited: %s", team, name, child.pid, describe_exit(code, sig))
+        team, name = key = process.key
+        log.info("%s/%s pid %d exited: %s", team, name, process.pid, describe_exit(code, sig))
         if not self.ws.team_exists(team):
             return
-        history = self.crashes.setdefault(child.key, policy.CrashHistory())
-        outcome: dict[str, Any] = {}
+        outcome: policy.Outcome | None = None
+        kind = "teammate"
 
-        def change(m: Json, config: Json) -> None:
-            if m.get("pid") not in (None, child.pid) and not child.aborted:
-                return
-            if child.aborted:
-                return
+        def change(m: Json, config: Json) -> tuple[str, str] | None:
+            nonlocal outcome, kind
+            outcome = policy.after_exit(
+                m, process, code, sig, now, self.conf,
+                history=self.crashes.get(key) or policy.CrashHistory(),
+                space_held=self.no_space.get(key), stopping=self.stopping)
+            if outcome is None:
+                return None
+            kind = m.get("kind", "teammate")
+            self.crashes[key] = outcome.history
+            if outcome.held_for_space:
+                self.hold_for_space(team, name, outcome.delay)
             m["last_exit"] = {"code": code, "signal": sig, "at": now}
-            if child.restarting and not self.stopping:
-                new = "pending"
-                history.reset()
-                m["restarts"] = 0
-            else:
-                new = policy.status_after_exit(code if sig is None else None, m["desired"],
-                                               self.stopping)
-            if new == "backoff" and code == EXIT_NO_SPACE and sig is None:
-                # stopped for want of space: retried with back-off, never counted
-                outcome["delay"] = self.hold_for_space(team, name)
-                m["restart_at"] = now + outcome["delay"]
-                m["last_error"] = (f"stopped for want of space (see its log); starting again "
-                                   f"in {outcome['delay']:g} s")
-            elif new == "backoff":
-                history.record(now, now - child.started_at, self.conf)
-                m["restarts"] = int(m.get("restarts") or 0) + 1
-                if history.over_limit(self.conf):
-                    new = "failed"
-                    outcome["reason"] = (f"{describe_exit(code, sig)}; {m['restarts']} "
-                                         f"restarts within {self.conf.restart_window:g}s")
-                    m["last_error"] = outcome["reason"]
-                else:
-                    outcome["delay"] = history.delay(self.conf)
-                    m["restart_at"] = now + outcome["delay"]
-                    outcome["restarts"] = m["restarts"]
-                    # the roster, not only the lead's inbox, says why (CONTRACT §4)
-                    m["last_error"] = (f"{describe_exit(code, sig)}; restart "
-                                       f"{m['restarts']} in {outcome['delay']:g} s")
-            outcome["moved"] = roster.set_status(m, new)
-            outcome["kind"] = m.get("kind", "teammate")
-            outcome["status"] = new
-            outcome["restarts"] = m["restarts"]
+            m["restarts"] = outcome.restarts
+            if outcome.restart_at is not None:
+                m["restart_at"] = outcome.restart_at
+            if outcome.last_error is not None:
+                m["last_error"] = outcome.last_error
             events.emit(self.ws, team, "exited", member=name, code=code, signal=sig)
+            return roster.set_status(m, outcome.status)
 
         try:
-            roster.update_member(self.ws, team, name, change)
+            moved = roster.update_member(self.ws, team, name, change)
         except Exception:
             log.exception("%s/%s: cannot record its exit", team, name)
             return
-        if not outcome:
+        if outcome is None:
             return
-        events.status_changed(self.ws, team, name, outcome["moved"])
-        status = outcome["status"]
-        if status == "backoff":
+        events.status_changed(self.ws, team, name, moved)
+        if outcome.status == "backoff":
             events.emit(self.ws, team, "restart_scheduled", member=name,
-                        delay=outcome["delay"], restarts=outcome["restarts"])
-            self.wake_in(outcome["delay"])
-        elif status in ("shutdown", "failed"):
+                        delay=outcome.delay, restarts=outcome.restarts)
+            self.wake_in(outcome.delay or 0.0)
+        if outcome.release_tasks:
             actions.release_tasks(self.ws, team, name)
-        if status == "failed":
-            reason = outcome["reason"]
-            events.emit(self.ws, team, "member_failed", member=name, reason=reason)
-            # the lead hears of a failed member; of the LLM lead itself, the person does
-            told = USER if outcome["kind"] == "lead" else LEAD
-            msg = inbox.make("member_failed", SUPERVISOR, told,
-                             f"{name} failed and will not be restarted ({reason}); "
-                             f"`teamctl restart {team} {name}` starts it again",
-                             member=name, reason=reason)
-            inbox.deliver(self.ws, team, [msg])
-            log.error("%s/%s failed: %s", team, name, reason)
+        if outcome.failed_reason is not None:
+            self.tell_failed(team, name, kind, outcome.failed_reason)
+
+    def tell_failed(self, team: str, name: str, kind: str, reason: str) -> None:
+        """`member_failed` to the journal and to the lead; of the LLM lead itself, to the
+        person."""
+        events.emit(self.ws, team, "member_failed", member=name, reason=reason)
+        told = USER if kind == "lead" else LEAD
+        msg = inbox.make("member_failed", SUPERVISOR, told,
+                         f"{name} failed and will not be restarted ({reason}); "
+                         f"`teamctl restart {team} {name}` starts it again",
+                         member=name, reason=reason)
+        inbox.deliver(self.ws, team, [msg])
+        log.error("%s/%s failed: %s", team, name, reason)
 
     # -- stopping ------------------------------------------------------------------------
     def stop_all(self) -> None:
-        """SIGTERM every teammate, SIGKILL what remains after stop_timeout, reap, exit."""
+        """SIGTERM every member's process, SIGKILL what remains after stop_timeout (strays
+        included), reap, exit."""
         self.stopping = True
         self.notifier.stopping()
         for team in self.ws.team_names():
             events.emit(self.ws, team, "supervisor_stopping", pid=self.pid)
-        for child in list(self.children.values()):
-            self.kill_worker(child, signal.SIGTERM)
-        deadline = time.time() + self.conf.stop_timeout
-        while self.children and time.time() < deadline:
-            self.reap_workers()
-            if self.children:
+        now = time.time()
+        for process in list(self.processes.values()):
+            self.ladder.terminate(process, now)
+        deadline = now + self.conf.stop_timeout
+        while (self.processes or self.ladder.waiting()) and time.time() < deadline:
+            self.reap_processes()
+            if self.processes or self.ladder.waiting():
                 self.wait_for_signal(min(0.5, deadline - time.time()))
-        for child in list(self.children.values()):
-            self.kill_worker(child, signal.SIGKILL)
-        for pid in list(self.children):
+        self.ladder.kill_all()
+        for pid in list(self.processes):
             try:
                 _, status = os.waitpid(pid, 0)
             except ChildProcessError:
                 status = 0
-            child = self.children.pop(pid)
-            self.record_exit(child, *decode_wait_status(status))
-        self.kill_strays()
+            self.collect(pid, status)
+        self.end_strays()  # what the last SIGKILLs left behind: no time is left to wait
+        self.ladder.kill_all()
         try:
             self.ws.supervisor_info.unlink()
         except FileNotFoundError:

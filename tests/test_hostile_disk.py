@@ -26,8 +26,9 @@ import pytest
 from teamd import actions, files, inbox
 from teamd.layout import Workspace
 from teamd.proc import EXIT_NO_SPACE
+from teamd.processes import MemberProcess
 from teamd.scripted import ScriptedServer
-from teamd.supervisor import Child, Supervisor
+from teamd.supervisor import Supervisor
 from tests.harness import (
     TEAM,
     T,
@@ -319,9 +320,9 @@ def test_an_exit_for_want_of_space_is_retried_and_never_counted(ws: Workspace) -
     sup = Supervisor(ws)
     delays: list[int] = []
     for n in range(sup.conf.restart_limit + 3):
-        child = Child("t", "alice", pid=4_000_000 + n, create_time=0.0,
-                      started_at=time.time())
-        sup.on_exit(child, EXIT_NO_SPACE, None)
+        process = MemberProcess("t", "alice", pid=4_000_000 + n, create_time=0.0,
+                                started_at=time.time())
+        sup.on_exit(process, EXIT_NO_SPACE, None)
         m = member(ws, "t", "alice")
         assert (m["status"], m["restarts"]) == ("backoff", 0)
         assert "want of space" in m["last_error"]
@@ -330,6 +331,6 @@ def test_an_exit_for_want_of_space_is_retried_and_never_counted(ws: Workspace) -
     assert not [e for e in journal(ws, "t") if e["event"] == "member_failed"]
     # the same exits as crashes count, and end in `failed`
     for n in range(sup.conf.restart_limit + 1):
-        sup.on_exit(Child("t", "alice", pid=4_100_000 + n, create_time=0.0,
-                          started_at=time.time()), 1, None)
+        sup.on_exit(MemberProcess("t", "alice", pid=4_100_000 + n, create_time=0.0,
+                                  started_at=time.time()), 1, None)
     assert member(ws, "t", "alice")["status"] == "failed"

@@ -86,6 +86,7 @@ class Member:
         # a teamd.toml broken since the supervisor last read it keeps the settings in
         # force (CONTRACT §10, §11): a member forked meanwhile must not crash on it
         self.conf = settings.load(ws) if conf is None else settings.load_or_keep(ws, conf)
+        events.use_settings(ws, self.conf)  # the journal rotates by the settings in force
         # the roster as last read whole: budgets still apply while a hand edit has left
         # config.json unparsable (teamd keeps its last good copy too)
         self.roster_seen: Json = roster.load(ws, team)
@@ -643,6 +644,7 @@ class Member:
         while True:
             # teamd.toml as it is now (SIGHUP applies from the next call: prices, limits)
             self.conf = settings.load_or_keep(self.ws, self.conf)
+            events.use_settings(self.ws, self.conf)
             if self.client.api_timeout != self.conf.api_timeout:
                 self.client = model.make_client(self.conf.api_timeout)  # a new bound
             self.wait_within_budget()

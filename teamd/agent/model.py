@@ -431,3 +431,17 @@ def warm_up() -> None:
     finally:
         for logger, level in zip(chatty, levels, strict=True):
             logger.setLevel(level)
+
+
+def preload() -> None:
+    """Ready the supervisor to fork teammates that start warm: import everything a teammate
+    runs, do the SDK's first-use work (`warm_up`), and freeze the heap so each child's
+    garbage collector leaves the pages it shares with the supervisor alone. Called once,
+    before the first fork."""
+    import gc
+
+    import teamd.agent.loop  # noqa: F401  (the teammate's whole import graph)
+
+    warm_up()
+    gc.collect()
+    gc.freeze()

@@ -42,7 +42,7 @@ if __package__ in (None, ""):
 
 from bench import bench_logs
 from bench.bench_sleep import asleep, forked_after
-from bench.common import Context, Row, bench_env, cpu_ns, figure, fmt, not_measured, row
+from bench.common import Context, Row, bench_env, cell, cpu_ns, figure, fmt, not_measured, row
 from bench.lab import TEAM, TEAMCTL, Lab, carries
 from teamd import actions, board, files
 from teamd.files import Json
@@ -131,13 +131,15 @@ def cpu_of(pids: list[int]) -> int:
     return sum(cpu_ns(p) for p in pids)
 
 
-def settle(pids: list[int], phase: Phase, quiet: float = 0.25) -> None:
-    """Until the processes stop using CPU (under 1 ms in `quiet` s twice), or the phase ends."""
+def settle(pids: list[int], phase: Phase, quiet: float = 0.25, most: float = 15.0) -> None:
+    """Until the processes stop using CPU (under 1 ms in `quiet` s twice, or 20 µs each for
+    many), at most `most` s: processes that poll never settle."""
     calm, last = 0, cpu_of(pids)
-    while calm < 2 and not phase.over():
+    until = min(phase.deadline, time.monotonic() + most)
+    while calm < 2 and time.monotonic() < until:
         time.sleep(quiet)
         now = cpu_of(pids)
-        calm = calm + 1 if now - last < 1_000_000 else 0
+        calm = calm + 1 if now - last < max(1_000_000, 20_000 * len(pids)) else 0
         last = now
 
 
@@ -338,6 +340,10 @@ def start_rows(ctx: Context, sizes: Sizes) -> list[Row]:
     rows: list[Row] = []
     for k, n in enumerate(sizes.starts):
         left = len(sizes.starts) - k
+        if k and ctx.left() < 30:
+            rows.append(not_measured(f"scale_start_{n}", f"start {count(n)} members",
+                                     "skipped: no time left for this size"))
+            continue
         phase = Phase(ctx, 0.5 * ctx.left() / left if left > 1 else 0.6 * ctx.left())
         runs = sizes.runs if n <= 10 else 1
         starts: list[float] = []
@@ -408,6 +414,9 @@ def idle_window(ctx: Context, lab: Lab, names: list[str], sizes: Sizes, phase: P
 def sleeper_rows(ctx: Context, sizes: Sizes) -> list[Row]:
     """N sleeping members: teamd's CPU, how soon it acts on a roster change, a wake."""
     n = sizes.sleepers
+    if ctx.left() < (5 if ctx.quick else 30):
+        return [not_measured(f"scale_sleep_{n}", f"{count(n)} sleeping members",
+                             "skipped: no time left for it")]
     phase = Phase(ctx, 0.8 * ctx.left())
     names = [f"s{i:04d}" for i in range(n)]
     cpu: list[float] = []
@@ -484,12 +493,14 @@ def logs_rows(ctx: Context, sizes: Sizes) -> list[Row]:
 # -- the whole table ---------------------------------------------------------------------
 def measure(ctx: Context, sizes: Sizes) -> list[Row]:
     bench_env()
-    rows = board_rows(ctx, sizes)
-    rows += logs_rows(ctx, sizes)
-    rows += team_board_rows(ctx, sizes)
-    rows += start_rows(ctx, sizes)
-    rows += sleeper_rows(ctx, sizes)
-    return [tidy(r) for r in rows]
+    rows: list[Row] = []
+    for part in (board_rows, logs_rows, team_board_rows, start_rows, sleeper_rows):
+        done = [tidy(r) for r in part(ctx, sizes)]
+        for r in done:  # as it goes: a run cut short still shows what it measured
+            ctx.progress(f"{r['title']}: " + (cell(r["ours"]).replace("<br>", "; ")
+                                              if r["ours"] else f"{r['note']}: {r['what']}"))
+        rows += done
+    return rows
 
 
 def tidy(r: Row) -> Row:

@@ -8,8 +8,10 @@ fsynced before the task file is written, so an id is never handed out twice nor 
 from __future__ import annotations
 
 import logging
+import os
+import re
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
@@ -21,6 +23,8 @@ from teamd.layout import Workspace
 log = logging.getLogger(__name__)
 
 STATUSES = ("pending", "in_progress", "completed")
+#: a task file's name: `{id}.json` exactly as `Workspace.task` spells it (no leading zero)
+_TASK_NAME = re.compile(r"([1-9][0-9]*)\.json")
 UNSET: Any = object()  # "leave the owner alone", distinct from None ("no owner")
 
 
@@ -41,28 +45,73 @@ def locked(ws: Workspace, team: str) -> Iterator[None]:
         yield
 
 
+def _ids_on_disk(ws: Workspace, team: str) -> list[int]:
+    """The ids of the task files in the board's folder, from their names alone (no parsing)."""
+    try:
+        names = os.listdir(ws.tasks_dir(team))
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    return sorted(int(m[1]) for m in map(_TASK_NAME.fullmatch, names) if m)
+
+
+def _read(ws: Workspace, team: str, task_id: int) -> Json | None:
+    """Task `task_id` read by its path, or None when there is no such task."""
+    path = ws.task(team, task_id)
+    try:
+        task = files.read_json(path)
+        if task is not None and int(task["id"]) != task_id:
+            raise ValueError(f"its id is {task['id']!r}")
+        return task
+    except (TeamdError, KeyError, TypeError, ValueError) as exc:
+        # tasks are written atomically, so this is a hand edit: report, skip
+        log.error("%s: skipped, not a task (%s)", path, exc)
+        return None
+
+
+class _Board(Mapping[int, Json]):
+    """The board as a mapping id → task that reads each task file only when first asked
+    for it, so a change reads the tasks it touches, not the whole board (CONTRACT §5).
+    Iterating it lists the folder and reads every task: only for readers that want all."""
+
+    def __init__(self, ws: Workspace, team: str) -> None:
+        self._ws, self._team = ws, team
+        self._seen: dict[int, Json | None] = {}
+
+    def _get(self, task_id: int) -> Json | None:
+        if task_id not in self._seen:
+            self._seen[task_id] = _read(self._ws, self._team, task_id)
+        return self._seen[task_id]
+
+    def put(self, task: Json) -> None:
+        """A task made in this change, not on disk yet."""
+        self._seen[int(task["id"])] = task
+
+    def __getitem__(self, task_id: int) -> Json:
+        task = self._get(task_id)
+        if task is None:
+            raise KeyError(task_id)
+        return task
+
+    def __contains__(self, task_id: object) -> bool:
+        return isinstance(task_id, int) and self._get(task_id) is not None
+
+    def __iter__(self) -> Iterator[int]:
+        return (tid for tid in _ids_on_disk(self._ws, self._team) if tid in self)
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+
 def _load_all(ws: Workspace, team: str) -> dict[int, Json]:
-    tasks: dict[int, Json] = {}
-    folder = ws.tasks_dir(team)
-    if not folder.is_dir():
-        return tasks
-    for path in folder.glob("*.json"):
-        if path.stem.isdigit():
-            try:
-                task = files.read_json(path)
-                if task is not None:
-                    tasks[int(task["id"])] = task
-            except (TeamdError, KeyError, TypeError, ValueError) as exc:
-                # tasks are written atomically, so this is a hand edit: report, skip
-                log.error("%s: skipped, not a task (%s)", path, exc)
-    return tasks
+    """Every readable task, in id order (a bad file is reported and skipped)."""
+    return dict(_Board(ws, team).items())
 
 
 def list_tasks(ws: Workspace, team: str) -> list[Json]:
     """Every task, in id order."""
     if not ws.tasks_dir(team).is_dir():
         raise roster.unknown_team(ws, team)
-    return [t for _, t in sorted(_load_all(ws, team).items())]
+    return list(_load_all(ws, team).values())
 
 
 def get(ws: Workspace, team: str, task_id: int) -> Json:
@@ -79,20 +128,25 @@ def _save(ws: Workspace, team: str, task: Json) -> None:
     files.write_json(ws.task(team, task["id"]), task)
 
 
-def _next_id(ws: Workspace, team: str, tasks: dict[int, Json]) -> int:
+def _next_id(ws: Workspace, team: str) -> int:
+    """Advance `.highwatermark` (fsynced) and return the new id. Only when it is missing or
+    unreadable, or its next id is somehow taken already, do the ids on disk count: listed
+    by name, never parsed."""
     hwm_path = ws.highwatermark(team)
     try:
-        hwm = int(hwm_path.read_text().strip() or 0)
+        hwm: int | None = int(hwm_path.read_text().strip() or 0)
     except FileNotFoundError:
-        hwm = 0
+        hwm = None
     except ValueError:
-        hwm = 0  # unreadable: the highest id on disk still counts below
-    new = max([hwm, *tasks]) + 1
+        hwm = None  # unreadable: the highest id on disk still counts below
+    new = (hwm or 0) + 1
+    if hwm is None or ws.task(team, new).exists():
+        new = max([hwm or 0, *_ids_on_disk(ws, team)]) + 1
     files.atomic_write_bytes(hwm_path, f"{new}\n".encode())
     return new
 
 
-def _depends_on(tasks: dict[int, Json], start: int, target: int) -> bool:
+def _depends_on(tasks: Mapping[int, Json], start: int, target: int) -> bool:
     """Does `start` (transitively) wait on `target` through blocked_by?"""
     stack, seen = [start], set()
     while stack:
@@ -106,7 +160,7 @@ def _depends_on(tasks: dict[int, Json], start: int, target: int) -> bool:
     return False
 
 
-def _check_edges(tasks: dict[int, Json], task_id: int, blockers: Iterable[int],
+def _check_edges(tasks: Mapping[int, Json], task_id: int, blockers: Iterable[int],
                  dependents: Iterable[int]) -> list[tuple[int, int]]:
     """Validate new edges (waiter, blocker) and return them; refuse a cycle or a missing task."""
     edges = [(task_id, int(b)) for b in blockers] + [(int(d), task_id) for d in dependents]
@@ -121,7 +175,7 @@ def _check_edges(tasks: dict[int, Json], task_id: int, blockers: Iterable[int],
     return edges
 
 
-def _link(tasks: dict[int, Json], edges: list[tuple[int, int]]) -> set[int]:
+def _link(tasks: Mapping[int, Json], edges: list[tuple[int, int]]) -> set[int]:
     changed = set()
     for waiter, blocker in edges:
         if blocker not in tasks[waiter]["blocked_by"]:
@@ -148,19 +202,21 @@ def create(ws: Workspace, team: str, subject: str, description: str = "",
         if not ws.task(team, b).is_file():
             raise BadInput(f"unknown task #{b} in --blocked-by")
     with locked(ws, team):
-        tasks = _load_all(ws, team)
+        tasks = _Board(ws, team)
         for b in blockers:
             if b not in tasks:
                 raise BadInput(f"unknown task #{b} in --blocked-by")
         now = time.time()
-        task_id = _next_id(ws, team, tasks)
+        task_id = _next_id(ws, team)
         task: Json = {"schema": 1, "id": task_id, "subject": subject,
                       "description": description, "status": "pending", "owner": owner,
                       "blocked_by": [], "blocks": [], "created_by": created_by,
                       "created_at": now, "updated_at": now, "claimed_at": None,
                       "completed_at": None, "commits": []}
-        tasks[task_id] = task
-        changed = _link(tasks, _check_edges(tasks, task_id, blockers, ()))
+        tasks.put(task)
+        # No cycle check to walk: the new id was never handed out, so no task can wait on
+        # it; the blockers were found above. Only they are read, however long their chains.
+        changed = _link(tasks, [(task_id, b) for b in blockers])
         _save(ws, team, task)
         for tid in changed - {task_id}:
             _save(ws, team, tasks[tid])
@@ -185,9 +241,9 @@ def update(ws: Workspace, team: str, task_id: int, *, status: str | None = None,
     # re-checked under the lock below.
     get(ws, team, task_id)
     if add_blocked_by or add_blocks:
-        _check_edges(_load_all(ws, team), task_id, add_blocked_by, add_blocks)
+        _check_edges(_Board(ws, team), task_id, add_blocked_by, add_blocks)
     with locked(ws, team):
-        tasks = _load_all(ws, team)
+        tasks = _Board(ws, team)
         if task_id not in tasks:
             raise BadInput(f"unknown task #{task_id} in team {team!r}")
         task = tasks[task_id]
@@ -219,7 +275,7 @@ def update(ws: Workspace, team: str, task_id: int, *, status: str | None = None,
     return task
 
 
-def is_claimable(tasks: dict[int, Json], task: Json, member: str | None = None) -> bool:
+def is_claimable(tasks: Mapping[int, Json], task: Json, member: str | None = None) -> bool:
     """Pending, unblocked, and either unowned or (for `member`) already given to it."""
     if task["status"] != "pending":
         return False
@@ -231,20 +287,22 @@ def is_claimable(tasks: dict[int, Json], task: Json, member: str | None = None) 
 def claimable(ws: Workspace, team: str, member: str | None = None) -> list[Json]:
     """Tasks `member` could claim now (unowned ones, plus those already given to it)."""
     tasks = _load_all(ws, team)
-    return [t for _, t in sorted(tasks.items()) if is_claimable(tasks, t, member)]
+    return [t for t in tasks.values() if is_claimable(tasks, t, member)]
 
 
 def claim(ws: Workspace, team: str, member: str, task_id: int | None = None) -> Json | None:
     """Claim `task_id`, or the best claimable task: one already given to `member` first,
     else the lowest unowned id. Re-checked under the board lock: no two owners, ever."""
     with locked(ws, team):
-        tasks = _load_all(ws, team)
+        # a given task: read it and its blockers only; else every task, to pick one
+        tasks: Mapping[int, Json] = _Board(ws, team) if task_id is not None else \
+            _load_all(ws, team)
         if task_id is not None:
             if task_id not in tasks:
                 raise BadInput(f"unknown task #{task_id} in team {team!r}")
             candidates = [tasks[task_id]] if is_claimable(tasks, tasks[task_id], member) else []
         else:
-            ready = [t for _, t in sorted(tasks.items()) if is_claimable(tasks, t, member)]
+            ready = [t for t in tasks.values() if is_claimable(tasks, t, member)]
             candidates = [t for t in ready if t["owner"] == member] or ready
         if not candidates:
             return None
@@ -263,7 +321,7 @@ def release(ws: Workspace, team: str, member: str) -> list[int]:
         return []
     released = []
     with locked(ws, team):
-        for tid, task in sorted(_load_all(ws, team).items()):
+        for tid, task in _load_all(ws, team).items():
             if task["owner"] == member and task["status"] != "completed":
                 task.update(owner=None, status="pending")
                 _save(ws, team, task)

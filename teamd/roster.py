@@ -149,11 +149,22 @@ def load(ws: Workspace, team: str, only: str | None = None) -> Json:
     the team's fields and that one member (none if it is not in the team), reading one
     status file instead of every one. BadInput if the team does not exist.
 
-    Read under the roster lock (held for the reading only): a step that writes both files
-    (`config.json` first, CONTRACT §4) holds it throughout, so no reader sees half of it —
-    e.g. a member approving its shutdown with `desired=stopped` but not yet `stopping`."""
+    The whole roster is read under the roster lock (held for the reading only): a step that
+    writes both files (`config.json` first, CONTRACT §4) holds it throughout, so no reader
+    sees half of it — e.g. a member approving its shutdown with `desired=stopped` but not
+    yet `stopping`, which teamd would take for a stop to carry out. A member's view of
+    itself (`only`) takes no lock: a member reads its budgets and usage before every model
+    call, also while it holds a call slot, which is held with no other lock (§12); its own
+    live fields are its and teamd's to write, never half of a two-file step."""
+    if only is not None:
+        config = files.read_json(ws.config(team))
+        if config is None:
+            raise unknown_team(ws, team)
+        if config.get("schema", 1) != SCHEMA:
+            config = read_spec(ws, team)  # migrated first, under the lock
+        return _merged(ws, team, config, only)
     with _roster_lock(ws, team):
-        return _merged(ws, team, _read_spec(ws, team), only)
+        return _merged(ws, team, _read_spec(ws, team))
 
 
 def _merged(ws: Workspace, team: str, config: Json, only: str | None = None) -> Json:
@@ -308,7 +319,7 @@ def update_status(ws: Workspace, team: str, name: str, change: Callable[[Json], 
         with files.lock(path):
             status = read_status(ws, team, name)
             if status is not None:
-                return _apply(ws, team, name, status, lambda s: change(s))
+                return _apply(ws, team, name, status, change)
     elif not ws.team_dir(team).is_dir():
         raise unknown_team(ws, team)
     # no status file: a schema-1 roster not yet migrated, or a member that is not (or no

@@ -10,16 +10,18 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import shutil
 import stat
 import subprocess
 import sys
 import textwrap
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from teamd import actions, files, roster
+from teamd import actions, board, files, roster
 from teamd.errors import TeamdError
 from teamd.files import Json
 from teamd.layout import Workspace
@@ -365,3 +367,54 @@ def test_a_roster_of_an_unknown_schema_is_refused(ws: Workspace) -> None:
     with pytest.raises(TeamdError, match="schema 3"):
         roster.load(ws, TEAM)
     assert not ws.members_dir(TEAM).exists()
+
+
+# -- the teammate's current_task -----------------------------------------------------------
+#: task files opened while `OPENED` is a list (an audit hook: what `current_task` reads)
+OPENED: list[str] | None = None
+
+
+def _count_task_opens(event: str, args: tuple[object, ...]) -> None:
+    if OPENED is not None and event == "open" and f"/.tasks/{TEAM}/" in str(args[0]):
+        OPENED.append(os.path.basename(str(args[0])))
+
+
+sys.addaudithook(_count_task_opens)
+
+
+def task_files_read(step: Callable[[], object]) -> tuple[object, list[str]]:
+    global OPENED
+    OPENED = []
+    try:
+        return step(), OPENED
+    finally:
+        OPENED = None
+
+
+def test_current_task_reads_only_the_tasks_the_member_holds(team: Workspace) -> None:
+    """Computed from the tasks the member's session says it took, reading only those
+    files, whatever the size of the board; a task it let go is not read again until it
+    is claimed again."""
+    from teamd.agent.loop import Member
+
+    for i in range(30):
+        board.create(team, TEAM, f"task {i + 1}")
+    alice = Member(team, TEAM, "alice")
+    assert task_files_read(alice.current_task) == (None, [])
+
+    def take(task_id: int) -> None:
+        alice.session.append({"type": "user", "claimed": task_id, "content": [
+            {"type": "text", "text": f"<auto-claimed>Task #{task_id}</auto-claimed>"}]})
+
+    assert board.claim(team, TEAM, "alice", 7) is not None
+    take(7)
+    assert board.claim(team, TEAM, "alice", 4) is not None
+    take(4)
+    assert task_files_read(alice.current_task) == (4, ["4.json", "7.json"])
+    board.update(team, TEAM, 4, status="completed", actor="alice")
+    assert task_files_read(alice.current_task) == (7, ["4.json", "7.json"])
+    assert task_files_read(alice.current_task) == (7, ["7.json"])  # 4 let go
+    # taken up again (reopened, claimed once more): read again
+    board.update(team, TEAM, 4, status="in_progress", actor="alice")
+    take(4)
+    assert task_files_read(alice.current_task) == (4, ["4.json", "7.json"])

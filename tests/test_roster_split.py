@@ -114,7 +114,7 @@ def test_a_status_write_touches_one_file_and_never_parses_config_json(
 
 
 def test_a_status_write_for_someone_not_in_the_team_writes_nothing(team: Workspace) -> None:
-    called = []
+    called: list[Json] = []
     assert roster.update_status(team, TEAM, "carol", called.append) is None
     assert roster.update_member(team, TEAM, "carol", lambda m, c: called.append(m)) is None
     assert called == [] and not team.member_status(TEAM, "carol").exists()

@@ -13,6 +13,7 @@ time.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import difflib
 import logging
@@ -120,9 +121,13 @@ def _roster_lock(ws: Workspace, team: str) -> Iterator[None]:
     if key in _HOLDING:
         yield
         return
-    if not path.parent.is_dir():
-        raise unknown_team(ws, team)
-    with files.lock(path):
+    with contextlib.ExitStack() as stack:
+        # through the existing lock file: taken as the team is deleted, it never brings
+        # the team folder back (`files.lock` would); else (no lock file yet) made here
+        if not stack.enter_context(files.lock_existing(path)):
+            if not path.parent.is_dir():
+                raise unknown_team(ws, team)
+            stack.enter_context(files.lock(path))
         _HOLDING.add(key)
         try:
             yield
@@ -314,13 +319,13 @@ def update_status(ws: Workspace, team: str, name: str, change: Callable[[Json], 
     cost must not grow with the size of the team. It reads and writes `members/{name}.json`
     alone and never parses `config.json` (unless that file is missing: then it asks the
     roster, `update_member`)."""
-    path = ws.member_status(team, name)
-    if path.parent.is_dir():
-        with files.lock(path):
-            status = read_status(ws, team, name)
-            if status is not None:
-                return _apply(ws, team, name, status, change)
-    elif not ws.team_dir(team).is_dir():
+    # through the existing lock file only: a member's lock file is made with its status file
+    # (under the roster lock), and taking it never brings back a team folder deleted meanwhile
+    with files.lock_existing(ws.member_status(team, name)) as held_lock:
+        status = read_status(ws, team, name) if held_lock else None
+        if status is not None:
+            return _apply(ws, team, name, status, change)
+    if not ws.team_dir(team).is_dir():
         raise unknown_team(ws, team)
     # no status file: a schema-1 roster not yet migrated, or a member that is not (or no
     # longer) in the team; the roster says which (lock order: roster → member)

@@ -418,3 +418,33 @@ def test_current_task_reads_only_the_tasks_the_member_holds(team: Workspace) -> 
     board.update(team, TEAM, 4, status="in_progress", actor="alice")
     take(4)
     assert task_files_read(alice.current_task) == (4, ["4.json", "7.json"])
+
+
+def test_a_reader_as_the_team_is_deleted_never_brings_its_folder_back(
+        team: Workspace) -> None:
+    """The team folder is renamed away (as `delete` does) at the very moment a reader goes
+    to take the roster lock — an audit hook does it at the reader's first touch of the lock
+    (creating its folder, or opening its file). The reader is told the team is unknown, and
+    no `.teams/crew/` comes back (`filelock` alone would make the folder again)."""
+    archived = team.teams_dir / "crew-archived"
+    done = in_another_process(team, f"""
+        import os, sys
+        from teamd.errors import BadInput
+        team_dir, lock = {str(team.team_dir(TEAM))!r}, {str(team.config(TEAM))!r} + ".lock"
+        moved = []
+        def delete_now(event, args):
+            touches = (event == "os.mkdir" and str(args[0]) == team_dir) or (
+                event == "open" and str(args[0]) == lock)
+            if touches and not moved:
+                moved.append(True)
+                os.replace(team_dir, {str(archived)!r})
+        sys.addaudithook(delete_now)
+        try:
+            roster.load(ws, TEAM)
+        except BadInput as exc:
+            print("refused:", exc)
+        print("moved" if moved else "never touched")
+    """)
+    assert done.returncode == 0, done.stderr
+    assert "refused: unknown team 'crew'" in done.stdout and "moved" in done.stdout
+    assert archived.is_dir() and not team.team_dir(TEAM).exists()

@@ -378,7 +378,8 @@ def approve_shutdown(ws: Workspace, team: str, name: str, request_id: str, *, re
                      content or f"{name} is shutting down", request_id=request_id,
                      approve=True, reason=reason, summary=summary)
     moved: list[tuple[str, str] | None] = [None]
-    with roster.held(ws, team) as config:  # lock order: roster → request → inbox → events
+    # lock order: roster → member status → request → inbox → events
+    with roster.held(ws, team) as config, roster.status_lock(ws, team, name):
         member = roster.find(config, name)
 
         def stop_first(_: Json) -> None:

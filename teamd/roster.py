@@ -21,6 +21,7 @@ import os
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any, TypeVar
 
 import psutil
@@ -107,34 +108,58 @@ def merge(spec_member: Json, status: Json | None) -> Json:
     return {**spec_member, **status_of(fresh_status() if status is None else status)}
 
 
-# -- reading ------------------------------------------------------------------------------
-#: (pid, config.json) of the rosters whose lock this process holds: a read inside a write
-#: step reads as it is (flock is per open file: taking it again would wait on ourselves)
+# -- locks ----------------------------------------------------------------------------------
+#: (pid, lock path) of the roster and status locks this process holds: a read or write
+#: inside a step that holds one goes on under it (flock is per open file: taking it again
+#: would wait on ourselves)
 _HOLDING: set[tuple[int, str]] = set()
 
 
 @contextmanager
-def _roster_lock(ws: Workspace, team: str) -> Iterator[None]:
-    """The roster lock (`config.json.lock`), unless this process holds it already."""
-    path = ws.config(team)
+def _lock(path: Path, *, create: bool) -> Iterator[bool]:
+    """Hold the lock of `path`, unless this process holds it already; yields whether it
+    does. Taken through the existing lock file, so a lock taken as the team is deleted
+    never brings the team folder back (`files.lock` would make the folder again); with no
+    lock file yet, made by `files.lock` if `create` and the folder exists, else (False)
+    nothing is held."""
     key = (os.getpid(), str(path))
     if key in _HOLDING:
-        yield
+        yield True
         return
     with contextlib.ExitStack() as stack:
-        # through the existing lock file: taken as the team is deleted, it never brings
-        # the team folder back (`files.lock` would); else (no lock file yet) made here
-        if not stack.enter_context(files.lock_existing(path)):
-            if not path.parent.is_dir():
-                raise unknown_team(ws, team)
+        held_lock = stack.enter_context(files.lock_existing(path))
+        if not held_lock and create and path.parent.is_dir():
             stack.enter_context(files.lock(path))
-        _HOLDING.add(key)
-        try:
-            yield
-        finally:
-            _HOLDING.discard(key)
+            held_lock = True
+        if held_lock:
+            _HOLDING.add(key)
+            stack.callback(_HOLDING.discard, key)
+        yield held_lock
 
 
+@contextmanager
+def _roster_lock(ws: Workspace, team: str) -> Iterator[None]:
+    """The roster lock (`config.json.lock`); BadInput if the team does not exist."""
+    with _lock(ws.config(team), create=True) as held_lock:
+        if not held_lock:
+            raise unknown_team(ws, team)
+        yield
+
+
+@contextmanager
+def status_lock(ws: Workspace, team: str, name: str) -> Iterator[None]:
+    """Hold member `name`'s status lock (`members/{name}.json.lock`, after the roster's:
+    CONTRACT §2) for a step that must take it before a later lock of the order — e.g.
+    approving a shutdown writes the status under the request's lock; what this process
+    writes meanwhile (`save`) goes on under it."""
+    path = ws.member_status(team, name)
+    with _lock(path, create=True) as held_lock:
+        if not held_lock:
+            raise TeamdError(f"{path.parent} does not exist")
+        yield
+
+
+# -- reading ------------------------------------------------------------------------------
 def read_spec(ws: Workspace, team: str) -> Json:
     """`config.json` (schema 2, migrated first if need be): the team's fields and each
     member's spec, no live field. BadInput if the team does not exist."""
@@ -200,7 +225,7 @@ def migrate(ws: Workspace, team: str, old: Json) -> Json:
     dropped: each member's live fields go to its file as they were, the rest stays."""
     files.ensure_dir(ws.members_dir(team))
     for member in old.get("members", []):
-        with files.lock(ws.member_status(team, member["name"])):
+        with status_lock(ws, team, member["name"]):
             _write_status(ws, team, member["name"], status_of(member))
     spend = ws.spend(team)
     with files.lock(spend):
@@ -263,7 +288,7 @@ def save(ws: Workspace, team: str, config: Json) -> None:
     if added:
         files.ensure_dir(ws.members_dir(team))
     for name in added:
-        with files.lock(ws.member_status(team, name)):
+        with status_lock(ws, team, name):
             _write_status(ws, team, name, {**fresh_status(), **status_of(new[name])})
     if spec_of(config) != spec_of(before):
         save_spec(ws, team, config)
@@ -276,11 +301,9 @@ def save(ws: Workspace, team: str, config: Json) -> None:
         if changed or dropped:
             _change_status(ws, team, name, changed, dropped)
     for name in old:
-        if name not in new:
-            path = ws.member_status(team, name)
-            if path.parent.is_dir():
-                with files.lock(path):
-                    path.unlink(missing_ok=True)
+        if name not in new and ws.members_dir(team).is_dir():
+            with status_lock(ws, team, name):
+                ws.member_status(team, name).unlink(missing_ok=True)
     if isinstance(config, _Held):
         config.on_disk = copy.deepcopy(dict(config))
 
@@ -290,7 +313,7 @@ def _change_status(ws: Workspace, team: str, name: str, changed: Json,
     """Set `changed` (and drop `dropped`) in member `name`'s status file, leaving the
     fields its own writer set meanwhile; under the member's lock."""
     files.ensure_dir(ws.members_dir(team))
-    with files.lock(ws.member_status(team, name)):
+    with status_lock(ws, team, name):
         status = read_status(ws, team, name) or fresh_status()
         status.update(changed)
         for key in dropped:
@@ -321,7 +344,7 @@ def update_status(ws: Workspace, team: str, name: str, change: Callable[[Json], 
     roster, `update_member`)."""
     # through the existing lock file only: a member's lock file is made with its status file
     # (under the roster lock), and taking it never brings back a team folder deleted meanwhile
-    with files.lock_existing(ws.member_status(team, name)) as held_lock:
+    with _lock(ws.member_status(team, name), create=False) as held_lock:
         status = read_status(ws, team, name) if held_lock else None
         if status is not None:
             return _apply(ws, team, name, status, change)
@@ -345,7 +368,7 @@ def update_member(ws: Workspace, team: str, name: str,
         if spec is None:
             return None
         files.ensure_dir(ws.members_dir(team))
-        with files.lock(ws.member_status(team, name)):
+        with status_lock(ws, team, name):
             member = merge(spec, read_status(ws, team, name))
             return _apply(ws, team, name, member, lambda m: change(m, config))
 

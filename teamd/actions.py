@@ -52,9 +52,9 @@ def create_team(ws: Workspace, team: str, description: str = "", *, repo: str | 
         top = worktrees.require_repo(ws.root, "the root (give --repo DIR)")
     if top is not None:
         worktrees.exclude_workspace(ws, top)
-    for folder in (ws.teams_dir, ws.tasks_root, ws.team_dir(team), ws.requests_dir(team),
-                   ws.sessions_dir(team), ws.transcripts_dir(team), ws.logs_dir(team),
-                   ws.tasks_dir(team)):
+    for folder in (ws.teams_dir, ws.tasks_root, ws.team_dir(team), ws.members_dir(team),
+                   ws.requests_dir(team), ws.sessions_dir(team), ws.transcripts_dir(team),
+                   ws.logs_dir(team), ws.tasks_dir(team)):
         files.ensure_dir(folder)
     config = roster.new_roster(team, description, budget_usd)
     config.setdefault("repo", str(top) if top is not None else None)
@@ -393,13 +393,12 @@ def release_tasks(ws: Workspace, team: str, name: str) -> list[int]:
     nested; a team removed meanwhile has nothing left to clear."""
     released = board.release(ws, team, name)
 
-    def clear(config: Json) -> None:
-        member = roster.find(config, name)
-        if member is not None and member.get("current_task") is not None:
+    def clear(member: Json) -> None:
+        if member.get("current_task") is not None:
             member["current_task"] = None
 
     try:
-        roster.update(ws, team, clear)
+        roster.update_status(ws, team, name, clear)
     except BadInput:
         pass  # the team is gone: no roster to correct
     return released
@@ -430,7 +429,8 @@ def approve_shutdown(ws: Workspace, team: str, name: str, request_id: str, *, re
                      content or f"{name} is shutting down", request_id=request_id,
                      approve=True, reason=reason, summary=summary)
     moved: list[tuple[str, str] | None] = [None]
-    with roster.held(ws, team) as config:  # lock order: roster → request → inbox → events
+    # lock order: roster → member status → request → inbox → events
+    with roster.held(ws, team) as config, roster.status_lock(ws, team, name):
         member = roster.find(config, name)
 
         def stop_first(_: Json) -> None:
@@ -559,10 +559,9 @@ def remove_member(ws: Workspace, team: str, name: str) -> Json:
         if roster.is_live(member):
             raise TeamdError(f"{name} is still running; shut it down first "
                              f"(`teamctl remove {team} {name}` does, or add --force)")
+        # written back as the lock is let go: config.json, then the status file removed
         config["members"] = [m for m in config["members"] if m["name"] != name]
     board.release(ws, team, name)
-    status_file = ws.team_dir(team) / "members" / f"{name}.json"
-    status_file.unlink(missing_ok=True)
     _close_requests_of(ws, team, name)
     _set_aside(ws, team, name)
     events.emit(ws, team, "member_removed", member=name, kind=member["kind"],
@@ -850,7 +849,7 @@ def remove_team(ws: Workspace, team: str) -> Path | None:
 
 
 #: what an archive keeps of a team folder; inboxes, requests and locks are dropped
-ARCHIVED = ("config.json", "sessions", "transcripts", "logs", "tasks", "removed")
+ARCHIVED = ("config.json", "members", "sessions", "transcripts", "logs", "tasks", "removed")
 
 
 def _prune_archive(folder: Path) -> None:
@@ -858,6 +857,9 @@ def _prune_archive(folder: Path) -> None:
         keep = path.name in ARCHIVED or (path.name.startswith("events")
                                          and path.name.endswith(".jsonl"))
         if keep:
+            if path.is_dir():  # the members' status files stay, not their locks
+                for lock in path.glob("*.lock"):
+                    lock.unlink(missing_ok=True)
             continue
         if path.is_dir():
             shutil.rmtree(path, ignore_errors=True)

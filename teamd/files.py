@@ -14,6 +14,7 @@ Folders are `0700` and files `0600` whatever the umask.
 from __future__ import annotations
 
 import errno
+import fcntl
 import json
 import logging
 import os
@@ -86,6 +87,25 @@ def lock(path: Path, timeout: float = -1) -> filelock.FileLock:
         poll_interval=LOCK_POLL,
         preserve_lock_file=True,
     )
+
+
+@contextmanager
+def lock_existing(path: Path) -> Iterator[bool]:
+    """Hold the lock of `path` through its lock file if that exists (yields True), opening
+    it without O_CREAT: `filelock` makes a missing folder again, so a lock taken just as a
+    team folder is renamed away (a delete) would bring the folder back. Yields False,
+    holding nothing, when there is no lock file (the caller decides: `lock` creates one).
+    Interoperates with `lock` (both are flock on the same file)."""
+    try:
+        fd = os.open(lock_path(path), os.O_RDWR | os.O_CLOEXEC | os.O_NOFOLLOW)
+    except FileNotFoundError:
+        yield False
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield True
+    finally:
+        os.close(fd)  # releases the flock
 
 
 def _open_new(path: Path, flags: int) -> int:

@@ -123,6 +123,14 @@ class Workspace:
     def config(self, team: str) -> Path:
         return self.team_dir(team) / "config.json"
 
+    def members_dir(self, team: str) -> Path:
+        """Each member's live state, one file per member (CONTRACT.md section 4)."""
+        return self.team_dir(team) / "members"
+
+    def member_status(self, team: str, member: str) -> Path:
+        """`members/{name}.json`: what member `member` is right now (CONTRACT.md §4)."""
+        return self.members_dir(team) / f"{validate_name(member, 'member name')}.json"
+
     def spend(self, team: str) -> Path:
         """The team's spend so far (CONTRACT.md section 12)."""
         return self.team_dir(team) / "spend.json"

@@ -1,21 +1,33 @@
-"""The roster: `.teams/{team}/config.json` (CONTRACT.md section 4).
+"""The roster (CONTRACT.md section 4): what each member should be, `.teams/{team}/config.json`,
+and what each is, `.teams/{team}/members/{name}.json`.
 
-Every change is a read-modify-write under the roster lock (`update`). Liveness is decided
-here, once: a member is live when its `pid` runs with the recorded start time.
+Readers get the two merged (`load`), one dict per member as schema 1 kept them in one file.
+A person's or a lead's change is a read-modify-write of the merged roster under the roster
+lock (`update`, `locked`, `held`) that writes back only what changed: `config.json` for spec
+fields, and each member's status file, under that member's lock, for live fields. A status
+write (`update_status`, the hot path) takes one member's lock and rewrites one small file,
+whatever the size of the team. A schema-1 roster is migrated by whoever reads it first.
+Liveness is decided here, once: a member is live when its `pid` runs with the recorded start
+time.
 """
 
 from __future__ import annotations
 
+import contextlib
+import copy
 import difflib
+import logging
+import os
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import TypeVar
+from pathlib import Path
+from typing import Any, TypeVar
 
 import psutil
 
-from teamd import files
-from teamd.errors import BadInput
+from teamd import budget, files, prices
+from teamd.errors import BadInput, TeamdError
 from teamd.files import Json
 from teamd.layout import LEAD, USER, Workspace
 from teamd.proc import live_process
@@ -27,6 +39,8 @@ STATUSES = ("pending", "starting", "active", "idle", "waiting", "paused", "sleep
 RUNNING_STATUSES = ("starting", "active", "idle", "waiting", "paused", "stopping")
 
 T = TypeVar("T")
+
+log = logging.getLogger(__name__)
 
 
 def did_you_mean(name: str, choices: list[str]) -> str:
@@ -57,45 +71,8 @@ def unknown_member(config: Json, name: str, what: str = "member") -> BadInput:
                     f"({_listing('members', members)}){did_you_mean(name, members)}")
 
 
-def load(ws: Workspace, team: str) -> Json:
-    """The roster as it is on disk; BadInput if the team does not exist."""
-    config = files.read_json(ws.config(team))
-    if config is None:
-        raise unknown_team(ws, team)
-    return config
-
-
-@contextmanager
-def held(ws: Workspace, team: str) -> Iterator[Json]:
-    """Hold the roster lock and yield the roster, written back only by `save`: for a step
-    that writes several files in an order of its own, the roster at a chosen point."""
-    path = ws.config(team)
-    if not path.parent.is_dir():
-        raise unknown_team(ws, team)
-    with files.lock(path):
-        yield load(ws, team)
-
-
-def save(ws: Workspace, team: str, config: Json) -> None:
-    """Write the roster (atomically); only while holding its lock (`held`, `locked`)."""
-    files.atomic_write_bytes(ws.config(team), files.dumps_doc(config))
-
-
-@contextmanager
-def locked(ws: Workspace, team: str) -> Iterator[Json]:
-    """Hold the roster lock; yield the roster; write it back (atomically) if it changed."""
-    with held(ws, team) as config:
-        before = files.dumps_doc(config)
-        yield config
-        if files.dumps_doc(config) != before:
-            save(ws, team, config)
-
-
-def update(ws: Workspace, team: str, change: Callable[[Json], T]) -> T:
-    """Apply `change` to the roster under its lock and return what it returns."""
-    with locked(ws, team) as config:
-        return change(config)
-
+#: the roster's schema: 2 is spec (`config.json`) and status (`members/{name}.json`) apart
+SCHEMA = 2
 
 #: a member's live fields: what it *is* (CONTRACT §4: `members/{name}.json`); the rest of a
 #: member entry is what it should be (`config.json`)
@@ -103,33 +80,313 @@ STATUS_FIELDS = ("status", "pid", "pid_create_time", "started_at", "restart_at",
                  "last_exit", "last_error", "current_task", "usage")
 
 
+def fresh_status() -> Json:
+    """The live fields of a member that has never run (also what a member listed in
+    `config.json` without a status file reads as)."""
+    return {"status": "pending", "pid": None, "pid_create_time": None, "restarts": 0,
+            "last_exit": None, "last_error": None, "current_task": None,
+            "usage": {"input_tokens": 0, "output_tokens": 0, "cache_read_input_tokens": 0,
+                      "cache_creation_input_tokens": 0, "cost_usd": 0.0}}
+
+
+def status_of(member: Json) -> Json:
+    """The live fields of a (merged) member entry."""
+    return {k: member[k] for k in STATUS_FIELDS if k in member}
+
+
+def spec_of(config: Json) -> Json:
+    """`config.json` as it is written: the team's fields and each member's spec fields."""
+    spec = {k: v for k, v in config.items() if k != "members"}
+    spec["schema"] = SCHEMA
+    spec["members"] = [{k: v for k, v in m.items() if k not in STATUS_FIELDS}
+                       for m in config["members"]]
+    return spec
+
+
+def merge(spec_member: Json, status: Json | None) -> Json:
+    """One member as readers see it: its spec with its live fields over it (those of a
+    member that never ran when it has no status file)."""
+    return {**spec_member, **status_of(fresh_status() if status is None else status)}
+
+
+# -- locks ----------------------------------------------------------------------------------
+#: (pid, lock path) of the roster and status locks this process holds: a read or write
+#: inside a step that holds one goes on under it (flock is per open file: taking it again
+#: would wait on ourselves)
+_HOLDING: set[tuple[int, str]] = set()
+
+
+@contextmanager
+def _lock(path: Path, *, create: bool) -> Iterator[bool]:
+    """Hold the lock of `path`, unless this process holds it already; yields whether it
+    does. Taken through the existing lock file, so a lock taken as the team is deleted
+    never brings the team folder back (`files.lock` would make the folder again); with no
+    lock file yet, made by `files.lock` if `create` and the folder exists, else (False)
+    nothing is held."""
+    key = (os.getpid(), str(path))
+    if key in _HOLDING:
+        yield True
+        return
+    with contextlib.ExitStack() as stack:
+        held_lock = stack.enter_context(files.lock_existing(path))
+        if not held_lock and create and path.parent.is_dir():
+            stack.enter_context(files.lock(path))
+            held_lock = True
+        if held_lock:
+            _HOLDING.add(key)
+            stack.callback(_HOLDING.discard, key)
+        yield held_lock
+
+
+@contextmanager
+def _roster_lock(ws: Workspace, team: str) -> Iterator[None]:
+    """The roster lock (`config.json.lock`); BadInput if the team does not exist."""
+    with _lock(ws.config(team), create=True) as held_lock:
+        if not held_lock:
+            raise unknown_team(ws, team)
+        yield
+
+
+@contextmanager
+def status_lock(ws: Workspace, team: str, name: str) -> Iterator[None]:
+    """Hold member `name`'s status lock (`members/{name}.json.lock`, after the roster's:
+    CONTRACT §2) for a step that must take it before a later lock of the order — e.g.
+    approving a shutdown writes the status under the request's lock; what this process
+    writes meanwhile (`save`) goes on under it."""
+    path = ws.member_status(team, name)
+    with _lock(path, create=True) as held_lock:
+        if not held_lock:
+            raise TeamdError(f"{path.parent} does not exist")
+        yield
+
+
+# -- reading ------------------------------------------------------------------------------
+def read_spec(ws: Workspace, team: str) -> Json:
+    """`config.json` (schema 2, migrated first if need be): the team's fields and each
+    member's spec, no live field. BadInput if the team does not exist."""
+    with _roster_lock(ws, team):
+        return _read_spec(ws, team)
+
+
+def read_status(ws: Workspace, team: str, name: str) -> Json | None:
+    """Member `name`'s live fields from `members/{name}.json`, or None without that file."""
+    doc = files.read_json(ws.member_status(team, name))
+    return None if doc is None else status_of(doc)
+
+
+def load(ws: Workspace, team: str, only: str | None = None) -> Json:
+    """The roster as readers see it: `config.json` with each member's live fields merged
+    in (what schema 1 held in one file). With `only`, the team as that member sees itself:
+    the team's fields and that one member (none if it is not in the team), reading one
+    status file instead of every one. BadInput if the team does not exist.
+
+    The whole roster is read under the roster lock (held for the reading only): a step that
+    writes both files (`config.json` first, CONTRACT §4) holds it throughout, so no reader
+    sees half of it — e.g. a member approving its shutdown with `desired=stopped` but not
+    yet `stopping`, which teamd would take for a stop to carry out. A member's view of
+    itself (`only`) takes no lock: a member reads its budgets and usage before every model
+    call, also while it holds a call slot, which is held with no other lock (§12); its own
+    live fields are its and teamd's to write, never half of a two-file step."""
+    if only is not None:
+        config = files.read_json(ws.config(team))
+        if config is None:
+            raise unknown_team(ws, team)
+        if config.get("schema", 1) != SCHEMA:
+            config = read_spec(ws, team)  # migrated first, under the lock
+        return _merged(ws, team, config, only)
+    with _roster_lock(ws, team):
+        return _merged(ws, team, _read_spec(ws, team))
+
+
+def _merged(ws: Workspace, team: str, config: Json, only: str | None = None) -> Json:
+    members = [m for m in config["members"] if only is None or m["name"] == only]
+    config["members"] = [merge(m, read_status(ws, team, m["name"])) for m in members]
+    return config
+
+
+def _read_spec(ws: Workspace, team: str) -> Json:
+    """`config.json`, under the roster lock; a schema-1 roster is migrated first."""
+    path = ws.config(team)
+    config = files.read_json(path)
+    if config is None:
+        raise unknown_team(ws, team)
+    schema = config.get("schema", 1)
+    if schema == SCHEMA:
+        return config
+    if schema != 1:
+        raise TeamdError(f"{path}: roster schema {schema!r} is not one this teamd reads "
+                         f"(1 or {SCHEMA})")
+    return migrate(ws, team, config)
+
+
+def migrate(ws: Workspace, team: str, old: Json) -> Json:
+    """Schema 1 → 2 (CONTRACT §4), under the roster lock the caller holds: every member's
+    status file and the team's `spend.json` first, `config.json` replaced last, so a crash
+    before the end leaves schema 1 whole and the next reader migrates again. Nothing is
+    dropped: each member's live fields go to its file as they were, the rest stays."""
+    files.ensure_dir(ws.members_dir(team))
+    for member in old.get("members", []):
+        with status_lock(ws, team, member["name"]):
+            _write_status(ws, team, member["name"], status_of(member))
+    spend = ws.spend(team)
+    with files.lock(spend):
+        if files.read_json(spend) is None:  # the cost issue's file is already the truth
+            spent = old.get("spent_usd")
+            if isinstance(spent, bool) or not isinstance(spent, int | float):
+                spent = 0.0
+                for m in old.get("members", []):
+                    spent = prices.add((m.get("usage") or {}).get("cost_usd"), spent)
+            files.write_json(spend, {"schema": budget.SCHEMA, "spent_usd": float(spent)})
+    config = {k: v for k, v in old.items() if k != "spent_usd"}
+    config.setdefault("members", [])
+    config = spec_of(config)
+    save_spec(ws, team, config)
+    log.info("team %s: roster migrated to schema %d (%d members)", team, SCHEMA,
+             len(config["members"]))
+    return config
+
+
+# -- writing ------------------------------------------------------------------------------
+def save_spec(ws: Workspace, team: str, config: Json) -> None:
+    """Write `config.json` (atomically), spec fields only; under the roster lock."""
+    files.write_json(ws.config(team), spec_of(config))
+
+
+def _write_status(ws: Workspace, team: str, name: str, status: Json) -> None:
+    """Write `members/{name}.json` (atomically); under that member's lock."""
+    files.write_json(ws.member_status(team, name),
+                     {"schema": SCHEMA, "name": name, **status_of(status)})
+
+
+class _Held(dict[str, Any]):
+    """The merged roster yielded by `held`, with the copy of it that is on disk, so `save`
+    writes only what changed: one member's live fields are never written back over a
+    change its own writer made meanwhile (under that member's lock, not the roster's)."""
+
+    on_disk: Json
+
+
+@contextmanager
+def held(ws: Workspace, team: str) -> Iterator[Json]:
+    """Hold the roster lock and yield the roster (merged), written back only by `save`: for
+    a step that writes several files in an order of its own, the roster at a chosen point."""
+    with _roster_lock(ws, team):
+        config = _Held(_merged(ws, team, _read_spec(ws, team)))
+        config.on_disk = copy.deepcopy(dict(config))
+        yield config
+
+
+def save(ws: Workspace, team: str, config: Json) -> None:
+    """Write back what changed in a roster yielded by `held` (or `locked`), while holding
+    its lock: a new member's status file before `config.json` lists it; `config.json` when
+    a spec field changed; then each member's status file, under its own lock, with only
+    the live fields that changed; last, a removed member's status file goes."""
+    before = config.on_disk if isinstance(config, _Held) else \
+        _merged(ws, team, _read_spec(ws, team))
+    old = {m["name"]: m for m in before["members"]}
+    new = {m["name"]: m for m in config["members"]}
+    added = [n for n in new if n not in old]
+    if added:
+        files.ensure_dir(ws.members_dir(team))
+    for name in added:
+        with status_lock(ws, team, name):
+            _write_status(ws, team, name, {**fresh_status(), **status_of(new[name])})
+    if spec_of(config) != spec_of(before):
+        save_spec(ws, team, config)
+    for name in new:
+        if name in added:
+            continue
+        changed = {k: v for k, v in status_of(new[name]).items()
+                   if k not in old[name] or old[name][k] != v}
+        dropped = [k for k in status_of(old[name]) if k not in new[name]]
+        if changed or dropped:
+            _change_status(ws, team, name, changed, dropped)
+    for name in old:
+        if name not in new and ws.members_dir(team).is_dir():
+            with status_lock(ws, team, name):
+                ws.member_status(team, name).unlink(missing_ok=True)
+    if isinstance(config, _Held):
+        config.on_disk = copy.deepcopy(dict(config))
+
+
+def _change_status(ws: Workspace, team: str, name: str, changed: Json,
+                   dropped: list[str]) -> None:
+    """Set `changed` (and drop `dropped`) in member `name`'s status file, leaving the
+    fields its own writer set meanwhile; under the member's lock."""
+    files.ensure_dir(ws.members_dir(team))
+    with status_lock(ws, team, name):
+        status = read_status(ws, team, name) or fresh_status()
+        status.update(changed)
+        for key in dropped:
+            status.pop(key, None)
+        _write_status(ws, team, name, status)
+
+
+@contextmanager
+def locked(ws: Workspace, team: str) -> Iterator[Json]:
+    """Hold the roster lock; yield the roster (merged); write back what changed."""
+    with held(ws, team) as config:
+        yield config
+        save(ws, team, config)
+
+
+def update(ws: Workspace, team: str, change: Callable[[Json], T]) -> T:
+    """Apply `change` to the roster (merged) under its lock and return what it returns."""
+    with locked(ws, team) as config:
+        return change(config)
+
+
 def update_status(ws: Workspace, team: str, name: str, change: Callable[[Json], T]) -> T | None:
     """Apply `change` to member `name`'s live state under its own lock and return what it
     returns; None, without calling it, when `name` is not in the team. `change` may read and
     set only the fields of STATUS_FIELDS: the hot path of every status, call and exit, whose
-    cost must not grow with the size of the team."""
-    def apply(config: Json) -> T | None:
-        member = find(config, name)
-        return None if member is None else change(member)
-
-    return update(ws, team, apply)
+    cost must not grow with the size of the team. It reads and writes `members/{name}.json`
+    alone and never parses `config.json` (unless that file is missing: then it asks the
+    roster, `update_member`)."""
+    # through the existing lock file only: a member's lock file is made with its status file
+    # (under the roster lock), and taking it never brings back a team folder deleted meanwhile
+    with _lock(ws.member_status(team, name), create=False) as held_lock:
+        status = read_status(ws, team, name) if held_lock else None
+        if status is not None:
+            return _apply(ws, team, name, status, change)
+    if not ws.team_dir(team).is_dir():
+        raise unknown_team(ws, team)
+    # no status file: a schema-1 roster not yet migrated, or a member that is not (or no
+    # longer) in the team; the roster says which (lock order: roster → member)
+    return update_member(ws, team, name, lambda member, _config: change(member))
 
 
 def update_member(ws: Workspace, team: str, name: str,
                   change: Callable[[Json, Json], T]) -> T | None:
     """Like `update_status`, for a decision that reads what the member should be: `change`
-    gets the whole member (spec and live fields) and the team's roster, both read under the
-    roster lock so a person's change (`desired`, a delete) cannot slip in between; only the
-    member's STATUS_FIELDS are written."""
-    def apply(config: Json) -> T | None:
-        member = find(config, name)
-        return None if member is None else change(member, config)
+    gets the whole member (spec and live fields) and the team's `config.json` (its
+    members carry their spec only), read under the roster lock so a person's change
+    (`desired`, a delete) cannot slip in between; then the member's lock is taken and only
+    its STATUS_FIELDS are written, to its status file."""
+    with _roster_lock(ws, team):
+        config = _read_spec(ws, team)
+        spec = find(config, name)
+        if spec is None:
+            return None
+        files.ensure_dir(ws.members_dir(team))
+        with status_lock(ws, team, name):
+            member = merge(spec, read_status(ws, team, name))
+            return _apply(ws, team, name, member, lambda m: change(m, config))
 
-    return update(ws, team, apply)
+
+def _apply(ws: Workspace, team: str, name: str, member: Json,
+           change: Callable[[Json], T]) -> T:
+    """Run `change` on `member` and write its live fields if they changed (the caller
+    holds the member's lock)."""
+    before = copy.deepcopy(status_of(member))
+    result = change(member)
+    if status_of(member) != before:
+        _write_status(ws, team, name, member)
+    return result
 
 
 def new_roster(team: str, description: str, budget_usd: float | None = None) -> Json:
-    return {"schema": 1, "name": team, "description": description,
+    return {"schema": SCHEMA, "name": team, "description": description,
             "created_at": time.time(), "state": "active", "budget_usd": budget_usd,
             "members": []}
 
@@ -167,16 +424,13 @@ def names(config: Json) -> list[str]:
 
 def new_member(config: Json, name: str, *, kind: str, role: str, prompt: str, model: str | None,
                plan_mode_required: bool, cwd: str, budget_usd: float | None = None) -> Json:
+    """A member entry (merged: spec and the live fields of one that never ran)."""
     color = COLORS[len(config["members"]) % len(COLORS)]
     return {
         "name": name, "agent_id": f"{name}@{config['name']}", "kind": kind, "role": role,
         "prompt": prompt, "model": model, "plan_mode_required": plan_mode_required,
-        "cwd": cwd, "color": color, "desired": "running", "status": "pending",
-        "pid": None, "pid_create_time": None, "joined_at": time.time(), "restarts": 0,
-        "last_exit": None, "last_error": None, "current_task": None, "budget_usd": budget_usd,
-        "usage": {"input_tokens": 0, "output_tokens": 0,
-                  "cache_read_input_tokens": 0, "cache_creation_input_tokens": 0,
-                  "cost_usd": 0.0},
+        "cwd": cwd, "color": color, "desired": "running", "joined_at": time.time(),
+        "budget_usd": budget_usd, **fresh_status(),
     }
 
 

@@ -37,11 +37,11 @@ def journal(ws: Workspace, event: str) -> list[files.Json]:
 # -- teams and members -------------------------------------------------------------------
 def test_create_team_lays_out_the_folders(ws: Workspace) -> None:
     config = actions.create_team(ws, "new", "desc")
-    assert config["schema"] == 1 and config["name"] == "new" and config["state"] == "active"
+    assert config["schema"] == 2 and config["name"] == "new" and config["state"] == "active"
     assert config["members"] == [] and config["description"] == "desc"
     assert files.read_json(ws.config("new")) == config
-    for folder in (ws.requests_dir("new"), ws.sessions_dir("new"), ws.transcripts_dir("new"),
-                   ws.logs_dir("new"), ws.tasks_dir("new")):
+    for folder in (ws.members_dir("new"), ws.requests_dir("new"), ws.sessions_dir("new"),
+                   ws.transcripts_dir("new"), ws.logs_dir("new"), ws.tasks_dir("new")):
         assert folder.is_dir()
     assert [r["event"] for r in events.read(ws, "new")] == ["team_created"]
     before = snapshot(ws.root)

@@ -335,10 +335,14 @@ def lead_team(ws: Workspace, server: ScriptedServer, workdir: Path) -> None:
 
 
 def settled(ws: Workspace) -> bool:
-    """Everyone idle and the lead has taken in all its mail and answered it."""
+    """Everyone idle and the lead has taken in all its mail and answered it. The session is
+    read last: a notice taken in after it was read would otherwise go unseen (the lead
+    records what it takes in before it cuts its inbox)."""
+    if not all(member(ws, TEAM, n)["status"] == "idle" for n in ("lead", "alice", "bob")) \
+            or lead_inbox(ws):
+        return False
     records = files.read_jsonl(ws.session(TEAM, LEAD)).records
-    return all(member(ws, TEAM, n)["status"] == "idle" for n in ("lead", "alice", "bob")) \
-        and not lead_inbox(ws) and bool(records) and records[-1]["type"] == "assistant"
+    return bool(records) and records[-1]["type"] == "assistant"
 
 
 def notice_from(ws: Workspace, name: str, after: float) -> None:

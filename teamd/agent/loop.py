@@ -87,9 +87,9 @@ class Member:
         # force (CONTRACT §10, §11): a member forked meanwhile must not crash on it
         self.conf = settings.load(ws) if conf is None else settings.load_or_keep(ws, conf)
         events.use_settings(ws, self.conf)  # the journal rotates by the settings in force
-        # the roster as last read whole: budgets still apply while a hand edit has left
-        # config.json unparsable (teamd keeps its last good copy too)
-        self.roster_seen: Json = roster.load(ws, team)
+        # the roster (as this member sees it) last read: budgets still apply while a hand
+        # edit has left config.json unparsable (teamd keeps its last good copy too)
+        self.roster_seen: Json = roster.load(ws, team, only=name)
         member = roster.get(self.roster_seen, name)
         self.kind = member.get("kind", "teammate")
         self.cwd = Path(member["cwd"])
@@ -127,6 +127,10 @@ class Member:
         # for its budget to be raised; a lead holding idle notifications, for quiet)
         self.watch_roster = False
         self.unpriced_told = False  # last_error named the model with no price, once
+        # what `current_task` need not read again: tasks seen let go, and how many of the
+        # session's claims it has looked at
+        self.tasks_let_go: set[int] = set()
+        self.claims_seen = 0
         # the lead heard of this pause already: a member restarted while paused (its
         # last_error still says so) does not tell it twice
         self.budget_told = str(member.get("last_error") or "").startswith(
@@ -367,14 +371,17 @@ class Member:
         if self.watcher is None:
             inbox_file = self.inbox_path.name
             roster_files = (self.ws.config(self.team).name, self.ws.spend(self.team).name)
+            folders = [self.ws.team_dir(self.team), self.ws.tasks_dir(self.team)]
+            if self.kind == "lead":  # holding idle notices, it waits on teammates' statuses
+                folders.append(self.ws.members_dir(self.team))
 
             def interesting(fname: str) -> bool:
-                if self.watch_roster and fname in roster_files:
+                if self.watch_roster and (fname in roster_files or (
+                        self.kind == "lead" and fname.endswith(".json"))):
                     return True
                 return fname == inbox_file or (fname.endswith(".json") and fname[0].isdigit())
 
-            self.watcher = Watcher([self.ws.team_dir(self.team), self.ws.tasks_dir(self.team)],
-                                   interesting=interesting)
+            self.watcher = Watcher(folders, interesting=interesting)
         return self.watcher
 
     def plan_pending(self) -> bool:
@@ -583,7 +590,7 @@ class Member:
         """The member's or the team's budget, when reached (read from the files; from the
         roster last read whole while config.json does not parse)."""
         try:
-            config = self.roster_seen = roster.load(self.ws, self.team)
+            config = self.roster_seen = roster.load(self.ws, self.team, only=self.name)
         except BadInput:
             raise  # the team is gone
         except TeamdError as exc:
@@ -862,10 +869,33 @@ class Member:
             log.warning(changes["last_error"])
         self.update_member(usage_add=usage, cost_add=cost, **changes)
 
+    def current_task(self) -> int | None:
+        """`current_task`: the lowest in_progress task this member owns, read from the tasks
+        it knows it holds (those its session records as claimed or handed to it), not from
+        the whole board. A task it was seen to let go (done, released, taken by another) is
+        not read again unless it is claimed again."""
+        fresh = self.session.claims[self.claims_seen:]
+        self.claims_seen = len(self.session.claims)
+        self.tasks_let_go.difference_update(fresh)
+        held = []
+        for task_id in sorted(self.session.claimed_ids - self.tasks_let_go):
+            try:
+                task = board.get(self.ws, self.team, task_id)
+            except BadInput:  # gone (or the team is: the status write will say so)
+                task = None
+            except TeamdError as exc:  # a hand edit broke it: read it again next time
+                log.warning("%s", exc)
+                continue
+            if task is not None and board.current_task([task], self.name) is not None:
+                held.append(task_id)
+            else:
+                self.tasks_let_go.add(task_id)
+        return min(held) if held else None
+
     def update_member(self, **changes: Any) -> None:
         usage_add = changes.pop("usage_add", None)
         cost_add = changes.pop("cost_add", None)
-        tasks = board.list_tasks(self.ws, self.team)
+        current = self.current_task()
 
         charged = False
 
@@ -890,7 +920,7 @@ class Member:
                     total[key] = int(total.get(key) or 0) + int(value or 0)
                 if cost_add is not None:
                     total["cost_usd"] = prices.add(total.get("cost_usd"), cost_add)
-            m["current_task"] = board.current_task(tasks, self.name)
+            m["current_task"] = current
             return moved
 
         try:

@@ -53,6 +53,9 @@ class Session:
     known_ids: set[str] = field(default_factory=set)
     #: task ids the model was handed with <auto-claimed> (kept across compaction)
     claimed_ids: set[int] = field(default_factory=set)
+    #: the same ids in the order they were taken in (again when claimed again): what a
+    #: reader of `claimed_ids` has not seen yet is `claims[seen:]`
+    claims: list[int] = field(default_factory=list)
     # (records list, identity, records folded, their turns): see `messages`
     _settled: tuple[list[Json], str, int, list[dict[str, Any]]] | None = \
         field(default=None, repr=False, compare=False)
@@ -78,6 +81,7 @@ class Session:
             self.records = [record]
             self.known_ids.update(record.get("known_ids", []))
             self.claimed_ids.update(record.get("claimed_ids", []))
+            self.claims.extend(int(i) for i in record.get("claimed_ids", []))
             for carried in record.get("carry", []):
                 self._take(carried)
             return
@@ -85,6 +89,7 @@ class Session:
             self.known_ids.update(m["id"] for m in record["messages"])
         if record.get("claimed") is not None:
             self.claimed_ids.add(int(record["claimed"]))
+            self.claims.append(int(record["claimed"]))
         self.records.append(record)
 
     def append(self, record: Json, *, wait: bool = True) -> Json:

@@ -14,7 +14,7 @@ import os
 import signal
 from pathlib import Path
 
-from teamd import board, files, inbox
+from teamd import board, files, inbox, roster
 from teamd.layout import Workspace
 from teamd.scripted import ScriptedServer
 from tests.faults.faultkit import (
@@ -62,12 +62,16 @@ def test_a_truncated_config_json_is_named_kept_in_memory_and_never_overwritten(
         wait_until(lambda: f"{config}: not valid JSON" in daemon.output()
                    and "keeping its last good copy (1 members)" in daemon.output(), T,
                    "teamd to name the file and keep its last good copy")
-        # the teammate goes on working; what it cannot record waits for the repair
+        # the teammate goes on working, and records its status and usage all the same: they
+        # are its own file's (members/alice.json), which never needs config.json
+        tokens = (roster.read_status(ws, TEAM, "alice") or {})["usage"]["input_tokens"]
         stray = inbox.make("message", "lead", "alice", "WHILE-BROKEN hello")
         files.append_jsonl(ws.inbox(TEAM, "alice"), [stray], durable=True)
         server.wait_for(lambda r: "WHILE-BROKEN" in r["last_user_text"], T)
-        wait_until(lambda: "cannot record" in read_log(ws, TEAM, "alice"), T,
-                   "alice to say what she cannot record")
+        wait_until(lambda: (roster.read_status(ws, TEAM, "alice") or {})["usage"][
+            "input_tokens"] > tokens, T, "alice to record the call's usage")
+        wait_until(lambda: "the budgets last read stand" in read_log(ws, TEAM, "alice"), T,
+                   "alice to say she keeps the budgets she last read")
         assert config.read_bytes() == broken  # never overwritten by anyone
         assert daemon.proc.poll() is None and live_pid_raw(pid)
         files.atomic_write_bytes(config, good)  # a person restores it

@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any
 
+import click
 import typer
 
 from teamctl import output
@@ -55,8 +56,6 @@ task_app = typer.Typer(help="The shared task board.\n\n\b\nExample:\n"
                        no_args_is_help=True, rich_markup_mode=None,
                        context_settings=HELP_OPTIONS)
 app.add_typer(task_app, name="task")
-
-_state: dict[str, Workspace] = {}
 
 
 # -- completion: names from the workspace's files ------------------------------------------
@@ -114,7 +113,11 @@ WAIT_DEFAULT = 120.0  # every wait's --timeout (CONTRACT §9)
 
 
 def ws() -> Workspace:
-    return _state.get("ws") or Workspace.at()
+    """The workspace this invocation acts on: the root callback keeps it on the click
+    context (`ctx.obj`), so nothing outlives one command (tests run many in one process)."""
+    ctx = click.get_current_context(silent=True)
+    chosen = ctx.find_object(Workspace) if ctx is not None else None
+    return chosen if chosen is not None else Workspace.at()
 
 
 def _version(value: bool) -> None:
@@ -127,6 +130,7 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def main_options(
+    ctx: typer.Context,
     root: Annotated[str | None, typer.Option(
         "--root", metavar="DIR",
         help="Workspace root (default: $TEAMD_ROOT, else the current directory).")] = None,
@@ -134,7 +138,7 @@ def main_options(
         "--version", is_eager=True, callback=_version, help="Print the version and exit.")
     ] = False,
 ) -> None:
-    _state["ws"] = Workspace.at(root)
+    ctx.obj = Workspace.at(root)
 
 
 # -- setup -------------------------------------------------------------------------------
@@ -1263,7 +1267,6 @@ def main() -> None:
     except SystemExit:
         raise
     except Exception as exc:  # click's usage errors carry their own exit code
-        import click
 
         if isinstance(exc, click.exceptions.NoArgsIsHelpError):
             exc.show()  # bare `teamctl` or `teamctl task`: the help, not an error line

@@ -27,7 +27,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from teamctl import demo  # noqa: E402
-from teamd import actions, board, events, files, inbox, roster  # noqa: E402
+from teamd import actions, board, events, files, inbox, prices, roster  # noqa: E402
 from teamd.layout import LEAD, Workspace  # noqa: E402
 from teamd.scripted import ScriptedServer  # noqa: E402
 from tests.harness import running_teamd, wait_until  # noqa: E402
@@ -69,8 +69,7 @@ def one_run(base: Path, mode: str, n: int) -> tuple[int, int]:
         wait_until(lambda: settled(ws), 180, f"the {mode} run to settle", interval=0.05)
     calls = [e for e in events.read(ws, TEAM, LEAD)
              if e.get("event") == "model_call" and not e.get("error")]
-    tokens = sum(int(e.get(k) or 0) for e in calls for k in (
-        "input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens"))
+    tokens = sum(prices.input_tokens(e) for e in calls)
     return len(calls), tokens
 
 

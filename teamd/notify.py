@@ -25,23 +25,15 @@ import threading
 import time
 from collections.abc import Mapping, MutableMapping
 
+from teamd import roster
+
 logger = logging.getLogger(__name__)
 
 #: The environment variables of the protocol; a forked teammate must not see them.
 NOTIFY_ENV_KEYS: tuple[str, ...] = ("NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID")
 
 #: Member statuses in the contract's table order (CONTRACT.md section 4).
-STATUS_ORDER: tuple[str, ...] = (
-    "pending",
-    "starting",
-    "active",
-    "idle",
-    "sleeping",
-    "stopping",
-    "shutdown",
-    "backoff",
-    "failed",
-)
+STATUS_ORDER: tuple[str, ...] = roster.STATUSES
 
 # sd_notify field names are upper-case identifiers ("READY", "STATUS", "MONOTONIC_USEC").
 _FIELD_NAME = re.compile(r"^[A-Z][A-Z0-9_]*$")

@@ -85,8 +85,7 @@ def fresh_status() -> Json:
     `config.json` without a status file reads as)."""
     return {"status": "pending", "pid": None, "pid_create_time": None, "restarts": 0,
             "last_exit": None, "last_error": None, "current_task": None,
-            "usage": {"input_tokens": 0, "output_tokens": 0, "cache_read_input_tokens": 0,
-                      "cache_creation_input_tokens": 0, "cost_usd": 0.0}}
+            "usage": {**dict.fromkeys(prices.TOKEN_KEYS, 0), "cost_usd": 0.0}}
 
 
 def status_of(member: Json) -> Json:

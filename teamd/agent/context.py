@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from teamd import prices
 from teamd.files import Json
 
 KEEP_TOOL_RESULTS = 3  # the most recent tool-result turns are shown in full
@@ -116,5 +117,4 @@ def with_cache_breakpoints(system: str, tools: list[Json], messages: list[dict[s
 
 def context_size(usage: Json) -> int:
     """The real size of the context: uncached + cache-read + cache-write input tokens."""
-    return int(usage.get("input_tokens") or 0) + int(usage.get("cache_read_input_tokens") or 0) \
-        + int(usage.get("cache_creation_input_tokens") or 0)
+    return prices.input_tokens(usage)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any
@@ -34,6 +34,7 @@ from teamd.errors import BadInput, Interrupted, TeamdError
 from teamd.files import Json
 from teamd.layout import LEAD, ROOT_ENV, SUPERVISOR, Workspace, validate_member_name
 from teamd.permissions import describe
+from teamd.records import Request
 
 HELP_OPTIONS = {"help_option_names": ["-h", "--help"]}
 app = typer.Typer(
@@ -224,8 +225,9 @@ def spawn(
         output.emit_json(member)
         return
     print(f"spawned {member['agent_id']} (status {member['status']})")
-    if member.get("worktree"):
-        print(f"worktree {member['worktree']['path']} on branch {member['worktree']['branch']}")
+    tree = member.get("worktree")
+    if tree:
+        print(f"worktree {tree['path']} on branch {tree['branch']}")
     if pidfile.running(ws()) is None:
         print("note: no supervisor is running for this root; start one with `teamd run`",
               file=sys.stderr)
@@ -716,7 +718,7 @@ def requests_cmd(team: TeamArg,
         output.emit_json(records)
         return
 
-    def detail(r: Json) -> str:
+    def detail(r: Request) -> str:
         if r["kind"] == "permission":
             said = r.get("feedback") or r.get("reason")
             return output.short(describe(r) + (f" ({said})" if said else ""), 70)
@@ -789,7 +791,7 @@ def task_show(team: TeamArg, task_id: TaskIdArg,
     Example:
       teamctl task show shop 3
     """
-    task = board.get(ws(), team, task_id)
+    task: Mapping[str, Any] = board.get(ws(), team, task_id)
     if as_json:
         output.emit_json(task)
         return

@@ -7,6 +7,7 @@ does the conversation tail, so each call re-reads the previous call's prefix fro
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from teamd import prices
@@ -28,7 +29,7 @@ def identity(name: str, team: str, kind: str) -> str:
     return f"You are teammate '{name}' in team '{team}'."
 
 
-def system_prompt(member: Json, team: str, cwd: str) -> str:
+def system_prompt(member: Mapping[str, Any], team: str, cwd: str) -> str:
     """The member's system prompt. Identity first: the scripted server and compaction
     both rely on that line."""
     name, kind = member["name"], member.get("kind", "teammate")

@@ -116,13 +116,15 @@ def list_tasks(ws: Workspace, team: str) -> list[Json]:
     return cast(list[Json], list(_load_all(ws, team).values()))
 
 
-def get(ws: Workspace, team: str, task_id: int) -> Task:
+def get(ws: Workspace, team: str, task_id: int) -> Json:
+    """Task `task_id`. (Typed `Json`, not `Task`, while the teammate's loop reads it as
+    such.)"""
     task = files.read_json(ws.task(team, task_id))
     if task is None:
         if not ws.tasks_dir(team).is_dir():
             raise roster.unknown_team(ws, team)
         raise BadInput(f"unknown task #{task_id} in team {team!r}")
-    return cast(Task, task)
+    return task
 
 
 def _save(ws: Workspace, team: str, task: Task) -> None:

@@ -124,7 +124,7 @@ def task_get(box: Toolbox, task_id: int) -> ToolResult:
 def task_update(box: Toolbox, task_id: int, status: str | None = None,
                 **rest: Any) -> ToolResult:
     config = actions.require_team(box.ws, box.team)
-    task = board.get(box.ws, box.team, task_id)
+    task: Mapping[str, Any] = board.get(box.ws, box.team, task_id)
     owner = actions.task_owner(config, rest.get("owner", board.UNSET))
     # A teammate changes only its own or an unowned task (CONTRACT §8): checked before
     # the task_completed hook and the commit, so its work never lands under another's

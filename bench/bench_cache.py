@@ -12,20 +12,16 @@ journals (`model_call` events). Baseline: the very same 20 requests with every
 Cost at Sonnet-class prices: $3 per million input tokens, $15 output, cache writes 1.25×
 ($3.75), cache reads 0.1× ($0.30). Tokens are the server's estimate (4 characters each).
 
-    python bench/bench_cache.py [--quick]
+    python -m bench.bench_cache [--quick]
 """
 
 from __future__ import annotations
 
 import sys
 from functools import partial
-from pathlib import Path
 from typing import Any
 
 import anthropic
-
-if __package__ in (None, ""):
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import Context, Row, figure, row
 from bench.lab import TEAM, Lab

@@ -432,6 +432,28 @@ def _request_state(w: Workspace, team: str, rid: str, name: str) -> str:
     return f"{name} rejected shutdown request {rid}"
 
 
+def _await_shutdown(w: Workspace, team: str, rid: str, name: str, timeout: float, *,
+                    gone_is_enough: bool = False, announce: str | None = None) -> None:
+    """Wait until `name` answers shutdown request `rid` and is gone (with `gone_is_enough`,
+    until it is gone, answered or not); TeamdError when it rejects or `timeout` passes."""
+
+    def settled() -> Json | None:
+        record = requests.get(w, team, rid)
+        if record["status"] == "rejected":
+            return record
+        if record["status"] == "approved" or gone_is_enough:
+            return None if actions.still_up(w, team, [name]) else record
+        return None
+
+    record = _wait(w, team, timeout, settled, lambda: _request_state(w, team, rid, name),
+                   announce=announce)
+    if record is None:
+        raise TeamdError(f"timed out after {timeout:g}s: "
+                         f"{_request_state(w, team, rid, name)}")
+    if record["status"] == "rejected":
+        raise TeamdError(f"{name} rejected the shutdown: {record.get('reason') or 'no reason'}")
+
+
 @app.command()
 def shutdown(
     team: TeamArg, name: NameArg,
@@ -458,22 +480,7 @@ def shutdown(
     if not wait:
         print(asked)
         return
-
-    def settled() -> Json | None:
-        record = requests.get(w, team, rid)
-        if record["status"] == "rejected":
-            return record
-        if record["status"] == "approved":
-            return None if actions.still_up(w, team, [name]) else record
-        return None
-
-    record = _wait(w, team, timeout, settled, lambda: _request_state(w, team, rid, name),
-                   announce=asked)
-    if record is None:
-        raise TeamdError(f"timed out after {timeout:g}s: "
-                         f"{_request_state(w, team, rid, name)}")
-    if record["status"] == "rejected":
-        raise TeamdError(f"{name} rejected the shutdown: {record.get('reason') or 'no reason'}")
+    _await_shutdown(w, team, rid, name, timeout, announce=asked)
     print(f"{name} shut down")
 
 
@@ -635,19 +642,7 @@ def remove(team: TeamArg, name: NameArg,
         elif member["status"] != "stopping":
             rid = actions.shutdown(w, team, name, reason=f"removed from team {team}"
                                    )["request"]["request_id"]
-
-            def settled() -> bool:
-                record = requests.get(w, team, rid)
-                return record["status"] == "rejected" or not actions.still_up(w, team, [name])
-
-            if not _wait(w, team, timeout, settled,
-                         lambda: _request_state(w, team, rid, name)):
-                raise TeamdError(f"timed out after {timeout:g}s: "
-                                 f"{_request_state(w, team, rid, name)}")
-            record = requests.get(w, team, rid)
-            if record["status"] == "rejected":
-                raise TeamdError(f"{name} rejected the shutdown: "
-                                 f"{record.get('reason') or 'no reason'}")
+            _await_shutdown(w, team, rid, name, timeout, gone_is_enough=True)
     if not _wait(w, team, timeout, lambda: not actions.still_up(w, team, [name]),
                  lambda: pending):
         raise TeamdError(f"{name} is still running after {timeout:g}s")

@@ -172,6 +172,15 @@ def write_json(path: Path, obj: Mapping[str, Any], *, durable: bool = True) -> N
     atomic_write_bytes(path, dumps_doc(obj), durable=durable)
 
 
+def inode(path: Path) -> int | None:
+    """The inode `path` names now, None when there is nothing there: a follower compares
+    it with the file it holds open to notice a rotation or a replacement."""
+    try:
+        return path.stat().st_ino
+    except FileNotFoundError:
+        return None
+
+
 def read_json(path: Path) -> Json | None:
     """The document at `path`, or None if there is none. Atomic replace means never torn."""
     try:

@@ -13,7 +13,9 @@ import ctypes.util
 import logging
 import os
 import signal
+import subprocess
 from collections.abc import Iterable
+from typing import Any
 
 import psutil
 
@@ -182,6 +184,18 @@ def describe_exit(code: int | None, sig: int | None) -> str:
         except ValueError:
             return f"killed by signal {sig}"
     return f"exit code {code}"
+
+
+def stop_subprocess(proc: subprocess.Popen[Any], timeout: float) -> None:
+    """End a process started with `subprocess` (a `teamd run` the demo started, a bench's
+    seed): SIGTERM, SIGKILL if it has not exited `timeout` seconds later; reaped either way."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout)
 
 
 def decode_wait_status(status: int) -> tuple[int | None, int | None]:

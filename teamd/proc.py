@@ -79,7 +79,7 @@ def become_subreaper() -> None:
 
 
 def reset_signals() -> None:
-    """A forked child inherits the supervisor's handlers and wakeup fd; drop them."""
+    """A member's process inherits the supervisor's handlers and wakeup fd; drop them."""
     try:
         signal.set_wakeup_fd(-1)
     except ValueError:
@@ -112,7 +112,7 @@ def raise_oom_score_adj(by: int = 500) -> None:
 
 def close_fds(keep: Iterable[int] = ()) -> None:
     """Close every inherited descriptor above stderr except `keep` (the supervisor's lock,
-    inotify and sockets must not outlive it in a child)."""
+    inotify and sockets must not outlive it in a member's process)."""
     keep_sorted = sorted(k for k in set(keep) if k > 2)
     low = 3
     for fd in keep_sorted:

@@ -433,8 +433,8 @@ def warm_up() -> None:
 
 def preload() -> None:
     """Ready the supervisor to fork teammates that start warm: import everything a teammate
-    runs, do the SDK's first-use work (`warm_up`), and freeze the heap so each child's
-    garbage collector leaves the pages it shares with the supervisor alone. Called once,
+    runs, do the SDK's first-use work (`warm_up`), and freeze the heap so each member
+    process's garbage collector leaves the pages it shares with the supervisor alone. Called once,
     before the first fork."""
     import gc
 

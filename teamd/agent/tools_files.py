@@ -207,7 +207,7 @@ def check_command(command: str) -> None:
 
 def child_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
     """The environment for `bash`: ours, less the API credentials (a tool must never put the
-    key where the model can read it) and the systemd notify/watchdog variables (a child that
+    key where the model can read it) and the systemd notify/watchdog variables (a `bash` that
     wrote to the notify socket would speak for the supervisor)."""
     env = dict(os.environ if environ is None else environ)
     for key in list(env):

@@ -13,7 +13,7 @@ Baseline: the seeds' `O_CREAT|O_EXCL` lock file, 50 tries 50 ms apart, then a wr
 the lock; read = read all then clear, unlocked (bench/baselines/seed_inbox.py). Its reader
 skips a line it cannot parse (the seeds' would raise) and carries on.
 
-    python bench/bench_append.py [--quick]
+    python -m bench.bench_append [--quick]
 """
 
 from __future__ import annotations
@@ -27,9 +27,6 @@ from collections import Counter
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
-
-if __package__ in (None, ""):
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.baselines import seed_inbox
 from bench.common import Context, Row, figure, row

@@ -12,24 +12,20 @@ journals (`model_call` events). Baseline: the very same 20 requests with every
 Cost at Sonnet-class prices: $3 per million input tokens, $15 output, cache writes 1.25×
 ($3.75), cache reads 0.1× ($0.30). Tokens are the server's estimate (4 characters each).
 
-    python bench/bench_cache.py [--quick]
+    python -m bench.bench_cache [--quick]
 """
 
 from __future__ import annotations
 
 import sys
 from functools import partial
-from pathlib import Path
 from typing import Any
 
 import anthropic
 
-if __package__ in (None, ""):
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
 from bench.common import Context, Row, figure, row
 from bench.lab import TEAM, Lab
-from teamd import files
+from teamd import files, prices
 from teamd.scripted import ScriptedServer
 from tests.harness import wait_until
 
@@ -37,15 +33,14 @@ NAME = "cache"
 TITLE = "prompt-cache share and cost of a 20-turn session (breakpoints vs none)"
 LIMIT = (120.0, 30.0)
 MEMBER = "writer"
-PRICE = {"input_tokens": 3.0, "output_tokens": 15.0, "cache_creation_input_tokens": 3.75,
-         "cache_read_input_tokens": 0.30}  # $ per million tokens
-KEYS = tuple(PRICE)
+PRICE = prices.Price(input=3.0, output=15.0)  # Sonnet's, $ per million tokens
+KEYS = prices.TOKEN_KEYS
 SCENARIO = {"rules": [], "default": {"content": [
     {"type": "text", "text": "Noted; I will look at it and report back. " * 14}]}}
 
 
 def cost(usage: dict[str, int]) -> float:
-    return sum(usage[k] * PRICE[k] for k in KEYS) / 1e6
+    return prices.cost(usage, PRICE) or 0.0
 
 
 def strip(value: Any) -> Any:
@@ -93,7 +88,7 @@ def run(ctx: Context) -> list[Row]:
         return {k: sum(u[k] for u in usages) for k in KEYS}
 
     def share(u: dict[str, int]) -> float:
-        inp = u["input_tokens"] + u["cache_read_input_tokens"] + u["cache_creation_input_tokens"]
+        inp = prices.input_tokens(u)
         return 100.0 * u["cache_read_input_tokens"] / inp if inp else 0.0
 
     t_ours, t_base = total(ours), total(base)

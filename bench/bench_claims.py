@@ -13,7 +13,7 @@ reset between rounds; rounds interleaved so both see the same machine.
 (Issue 15 also names "500 tasks to 10 idle members" for the supervisor's assignment, which
 comes with a later issue; this measures claims.)
 
-    python bench/bench_claims.py [--quick]
+    python -m bench.bench_claims [--quick]
 """
 
 from __future__ import annotations
@@ -25,9 +25,6 @@ import time
 from collections import Counter
 from multiprocessing.connection import Connection
 from pathlib import Path
-
-if __package__ in (None, ""):
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.baselines import seed_board
 from bench.common import Context, Row, figure, row

@@ -12,7 +12,7 @@ imported the SDK would pay before doing anything), all three interleaved run by 
 one untimed warm-up each (a warm page cache, as a user typing sees it). Also checks that
 `teamctl` does not import anthropic at all.
 
-    python bench/bench_cli.py [--quick]
+    python -m bench.bench_cli [--quick]
 """
 
 from __future__ import annotations
@@ -22,9 +22,6 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-
-if __package__ in (None, ""):
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import Context, Row, figure, row
 from bench.lab import TEAMCTL

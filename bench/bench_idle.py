@@ -11,7 +11,7 @@ tasks, which the seed teammates scan on every poll (as the seeds' idle loop does
 2. 50 more of each: memory of 100 idle teammates — PSS and USS of each, and the PSS of all
    of them together (ours: plus teamd itself).
 
-    python bench/bench_idle.py [--quick]
+    python -m bench.bench_idle [--quick]
 """
 
 from __future__ import annotations
@@ -19,12 +19,8 @@ from __future__ import annotations
 import sys
 import time
 from functools import partial
-from pathlib import Path
 
 import psutil
-
-if __package__ in (None, ""):
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import MB, Context, Row, cpu_ns, figure, row
 from bench.lab import TEAM, Lab, is_from

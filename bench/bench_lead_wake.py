@@ -11,7 +11,7 @@ run ends when every task is completed and the team has settled. Prints, per mode
 model calls and the input tokens they carried (input + cache read + cache write, as the
 scripted server estimates them from the conversation), over a few runs.
 
-    python bench/bench_lead_wake.py [--runs 3] [--keep]
+    python -m bench.bench_lead_wake [--runs 3] [--keep]
 """
 
 from __future__ import annotations
@@ -19,18 +19,14 @@ from __future__ import annotations
 import argparse
 import shutil
 import statistics
-import sys
 import tempfile
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-from teamctl import demo  # noqa: E402
-from teamd import actions, board, events, files, inbox, roster  # noqa: E402
-from teamd.layout import LEAD, Workspace  # noqa: E402
-from teamd.scripted import ScriptedServer  # noqa: E402
-from tests.harness import running_teamd, wait_until  # noqa: E402
+from teamctl import demo
+from teamd import actions, board, events, files, inbox, prices, roster
+from teamd.layout import LEAD, Workspace
+from teamd.scripted import ScriptedServer
+from tests.harness import running_teamd, wait_until
 
 TEAM = demo.TEAM
 LEAD_PROMPT = ("Lead the REST to GraphQL migration: the tasks are on the board and your "
@@ -69,8 +65,7 @@ def one_run(base: Path, mode: str, n: int) -> tuple[int, int]:
         wait_until(lambda: settled(ws), 180, f"the {mode} run to settle", interval=0.05)
     calls = [e for e in events.read(ws, TEAM, LEAD)
              if e.get("event") == "model_call" and not e.get("error")]
-    tokens = sum(int(e.get(k) or 0) for e in calls for k in (
-        "input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens"))
+    tokens = sum(prices.input_tokens(e) for e in calls)
     return len(calls), tokens
 
 

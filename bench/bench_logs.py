@@ -9,7 +9,7 @@ memory (the child's own ru_maxrss, from wait4):
     teamctl logs T -n 100 alice  the same, counting only alice's events (one in three)
     teamctl logs T > /dev/null   the whole journal, streamed
 
-    python bench/bench_logs.py [--mb 60] [--dir DIR]
+    python -m bench.bench_logs [--mb 60] [--dir DIR]
 """
 
 from __future__ import annotations
@@ -21,11 +21,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-from teamd import actions  # noqa: E402
-from teamd.layout import Workspace  # noqa: E402
+from teamd import actions
+from teamd.layout import Workspace
 
 TEAM = "bench"
 TEAMCTL = Path(sys.executable).parent / "teamctl"

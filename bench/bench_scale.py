@@ -3,10 +3,10 @@
 issue); until then the row says so explicitly.
 
 Protocol for bench/scale.py: if it defines `run(ctx) -> list[Row]` (like every bench_*.py),
-its rows join the table; otherwise it is run as `python bench/scale.py` (with `--quick` in
+its rows join the table; otherwise it is run as `python -m bench.scale` (with `--quick` in
 smoke mode) within this benchmark's time limit and its output is quoted in the row.
 
-    python bench/bench_scale.py [--quick]
+    python -m bench.bench_scale [--quick]
 """
 
 from __future__ import annotations
@@ -14,10 +14,6 @@ from __future__ import annotations
 import importlib
 import subprocess
 import sys
-from pathlib import Path
-
-if __package__ in (None, ""):
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import REPO, Context, Row, not_measured
 
@@ -35,7 +31,7 @@ def run(ctx: Context) -> list[Row]:
     if hasattr(module, "run"):
         rows: list[Row] = module.run(ctx)
         return rows
-    cmd = [sys.executable, str(SCRIPT), *(["--quick"] if ctx.quick else [])]
+    cmd = [sys.executable, "-m", "bench.scale", *(["--quick"] if ctx.quick else [])]
     done = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True,
                           timeout=max(5.0, ctx.left()), check=False)
     out = " ".join(done.stdout.split())[-2000:] or "(no output)"

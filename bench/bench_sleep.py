@@ -9,7 +9,7 @@ timed until the request carrying it reaches the scripted server (teamd notices t
 re-forks the member, which reloads its session and asks the model). The `spawned` journal
 line splits that into teamd's part (notice, decide, fork) and the child's.
 
-    python bench/bench_sleep.py [--quick]
+    python -m bench.bench_sleep [--quick]
 """
 
 from __future__ import annotations
@@ -18,12 +18,8 @@ import statistics
 import sys
 import uuid
 from functools import partial
-from pathlib import Path
 
 import psutil
-
-if __package__ in (None, ""):
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import MB, Context, Row, figure, row
 from bench.lab import TEAM, Lab, carries

@@ -12,7 +12,7 @@ Baseline, interleaved with ours so both see the same machine: a fresh
 `python -m bench.baselines.seed_member` process per teammate (imports anthropic, builds a
 client, asks), timed from `Popen` to its first request, then ended.
 
-    python bench/bench_spawn.py [--quick]
+    python -m bench.bench_spawn [--quick]
 """
 
 from __future__ import annotations
@@ -21,10 +21,6 @@ import statistics
 import sys
 import time
 from functools import partial
-from pathlib import Path
-
-if __package__ in (None, ""):
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import Context, Row, figure, row
 from bench.lab import TEAM, Lab, is_from

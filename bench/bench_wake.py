@@ -13,7 +13,7 @@ lock-file write, timed the same way.
 Also: `teamctl send` → request at the model, the whole command (start of the process to the
 request), same idle teammate.
 
-    python bench/bench_wake.py [--quick]
+    python -m bench.bench_wake [--quick]
 """
 
 from __future__ import annotations
@@ -26,11 +26,8 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from functools import partial
-from pathlib import Path
-
-if __package__ in (None, ""):
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.baselines.seed_inbox import write_to_inbox
 from bench.common import Context, Row, figure, row
@@ -45,20 +42,27 @@ POLL = 1.0  # the seeds' idle loop sleeps a second between looks
 MEMBER = "sleeper"
 
 
+def one_send(lab: Lab, text: str, send: Callable[[str], float]) -> float:
+    """Milliseconds from the moment `send(text)` returns (when the message counts from: it
+    landed, or the command began) until the member's request carrying it reaches the
+    server; back once the member is idle again."""
+    since = len(lab.server.requests)
+    done = lab.turns_done(MEMBER)
+    start = send(text)
+    rec = lab.server.wait_for(partial(carries, text=text), 10, since=since)
+    # idle again after answering (the roster may still say idle from before while the
+    # request is on its way)
+    wait_until(partial(lab.idle_after, MEMBER, done), 10, "idle again", interval=0.001)
+    return (rec["received_at"] - start) * 1000
+
+
 def measure_ours(lab: Lab, ctx: Context, sends: int) -> list[float]:
     lat: list[float] = []
     for i in range(sends):
         if ctx.expired():
             break
-        text = f"bench-{i}-{uuid.uuid4().hex}"
-        since = len(lab.server.requests)
-        done = lab.turns_done(MEMBER)
-        _, landed = lab.send(MEMBER, text)
-        rec = lab.server.wait_for(partial(carries, text=text), 10, since=since)
-        lat.append((rec["received_at"] - landed) * 1000)
-        # idle again after answering (the roster may still say idle from before while the
-        # request is on its way)
-        wait_until(partial(lab.idle_after, MEMBER, done), 10, "idle again", interval=0.001)
+        lat.append(one_send(lab, f"bench-{i}-{uuid.uuid4().hex}",
+                            lambda text: lab.send(MEMBER, text)[1]))
         if (i + 1) % 50 == 0:
             ctx.progress(f"wake path {i + 1}/{sends}")
     return lat
@@ -68,19 +72,18 @@ def measure_teamctl(lab: Lab, ctx: Context, sends: int) -> tuple[list[float], li
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TEAMD_", "ANTHROPIC_"))}
     lat: list[float] = []
     own: list[float] = []
-    for i in range(sends):
-        if ctx.expired():
-            break
-        text = f"cli-{i}-{uuid.uuid4().hex}"
-        since = len(lab.server.requests)
-        done = lab.turns_done(MEMBER)
+
+    def send(text: str) -> float:
         start = time.time()
         subprocess.run([str(TEAMCTL), "--root", str(lab.root), "send", TEAM, MEMBER, text],
                        check=True, capture_output=True, env=env)
         own.append((time.time() - start) * 1000)
-        rec = lab.server.wait_for(partial(carries, text=text), 10, since=since)
-        lat.append((rec["received_at"] - start) * 1000)
-        wait_until(partial(lab.idle_after, MEMBER, done), 10, "idle again", interval=0.001)
+        return start
+
+    for i in range(sends):
+        if ctx.expired():
+            break
+        lat.append(one_send(lab, f"cli-{i}-{uuid.uuid4().hex}", send))
     return lat, own
 
 

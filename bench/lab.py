@@ -25,6 +25,7 @@ from bench.common import Context, bench_env
 from teamd import actions, events, files, inbox, roster
 from teamd.files import Json
 from teamd.layout import LEAD, Workspace
+from teamd.proc import stop_subprocess
 from teamd.scripted import ScriptedServer
 from tests.harness import running_teamd, wait_until
 
@@ -146,15 +147,8 @@ class Lab:
 
     def stop_seed(self, name: str) -> None:
         proc = self.seeds.pop(name, None)
-        if proc is None:
-            return
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
+        if proc is not None:
+            stop_subprocess(proc, 10)
 
     def stop_seeds(self) -> None:
         for proc in self.seeds.values():

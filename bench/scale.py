@@ -17,7 +17,7 @@ server over HTTP. Boards are written straight to disk (`write_board`; tests/test
 uses it too); rosters are built through the library. Every phase has its share of the time
 limit: a size that cannot finish in it is cut short and its row says so, nothing hangs.
 
-    nice python bench/scale.py [--quick | --full] [--tasks 100,1000] [--starts 10,100] …
+    nice python -m bench.scale [--quick | --full] [--tasks 100,1000] [--starts 10,100] …
 """
 
 from __future__ import annotations
@@ -36,9 +36,6 @@ from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 from typing import Any
-
-if __package__ in (None, ""):
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench import bench_logs
 from bench.bench_sleep import asleep, forked_after
@@ -524,7 +521,7 @@ def main(argv: list[str] | None = None) -> int:
 
     ap = argparse.ArgumentParser(
         description="Issue 10's scale table for this code, each figure with its spread.",
-        epilog="example: nice python bench/scale.py --tasks 100,1000 --starts 10,100",
+        epilog="example: nice python -m bench.scale --tasks 100,1000 --starts 10,100",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     mode = ap.add_mutually_exclusive_group()
     mode.add_argument("--quick", action="store_true", help="tiny sizes (smoke mode)")

@@ -168,7 +168,7 @@ def write(results: dict[str, Any], out: Path) -> None:
 
 
 def standalone(module: ModuleType) -> int:
-    """`python bench/bench_X.py [--quick]`: one benchmark in this process, table printed."""
+    """`python -m bench.bench_X [--quick]`: one benchmark in this process, table printed."""
     ap = argparse.ArgumentParser(description=(module.__doc__ or "").split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="tiny counts (smoke mode)")
     ap.add_argument("--dir", type=Path, default=default_workdir(),

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any
 
+import click
 import typer
 
 from teamctl import output
@@ -33,6 +34,7 @@ from teamd.errors import BadInput, Interrupted, TeamdError
 from teamd.files import Json
 from teamd.layout import LEAD, ROOT_ENV, SUPERVISOR, Workspace, validate_member_name
 from teamd.permissions import describe
+from teamd.records import Request
 
 HELP_OPTIONS = {"help_option_names": ["-h", "--help"]}
 app = typer.Typer(
@@ -55,8 +57,6 @@ task_app = typer.Typer(help="The shared task board.\n\n\b\nExample:\n"
                        no_args_is_help=True, rich_markup_mode=None,
                        context_settings=HELP_OPTIONS)
 app.add_typer(task_app, name="task")
-
-_state: dict[str, Workspace] = {}
 
 
 # -- completion: names from the workspace's files ------------------------------------------
@@ -114,7 +114,11 @@ WAIT_DEFAULT = 120.0  # every wait's --timeout (CONTRACT §9)
 
 
 def ws() -> Workspace:
-    return _state.get("ws") or Workspace.at()
+    """The workspace this invocation acts on: the root callback keeps it on the click
+    context (`ctx.obj`), so nothing outlives one command (tests run many in one process)."""
+    ctx = click.get_current_context(silent=True)
+    chosen = ctx.find_object(Workspace) if ctx is not None else None
+    return chosen if chosen is not None else Workspace.at()
 
 
 def _version(value: bool) -> None:
@@ -127,6 +131,7 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def main_options(
+    ctx: typer.Context,
     root: Annotated[str | None, typer.Option(
         "--root", metavar="DIR",
         help="Workspace root (default: $TEAMD_ROOT, else the current directory).")] = None,
@@ -134,7 +139,7 @@ def main_options(
         "--version", is_eager=True, callback=_version, help="Print the version and exit.")
     ] = False,
 ) -> None:
-    _state["ws"] = Workspace.at(root)
+    ctx.obj = Workspace.at(root)
 
 
 # -- setup -------------------------------------------------------------------------------
@@ -220,8 +225,9 @@ def spawn(
         output.emit_json(member)
         return
     print(f"spawned {member['agent_id']} (status {member['status']})")
-    if member.get("worktree"):
-        print(f"worktree {member['worktree']['path']} on branch {member['worktree']['branch']}")
+    tree = member.get("worktree")
+    if tree:
+        print(f"worktree {tree['path']} on branch {tree['branch']}")
     if pidfile.running(ws()) is None:
         print("note: no supervisor is running for this root; start one with `teamd run`",
               file=sys.stderr)
@@ -426,6 +432,28 @@ def _request_state(w: Workspace, team: str, rid: str, name: str) -> str:
     return f"{name} rejected shutdown request {rid}"
 
 
+def _await_shutdown(w: Workspace, team: str, rid: str, name: str, timeout: float, *,
+                    gone_is_enough: bool = False, announce: str | None = None) -> None:
+    """Wait until `name` answers shutdown request `rid` and is gone (with `gone_is_enough`,
+    until it is gone, answered or not); TeamdError when it rejects or `timeout` passes."""
+
+    def settled() -> Json | None:
+        record = requests.get(w, team, rid)
+        if record["status"] == "rejected":
+            return record
+        if record["status"] == "approved" or gone_is_enough:
+            return None if actions.still_up(w, team, [name]) else record
+        return None
+
+    record = _wait(w, team, timeout, settled, lambda: _request_state(w, team, rid, name),
+                   announce=announce)
+    if record is None:
+        raise TeamdError(f"timed out after {timeout:g}s: "
+                         f"{_request_state(w, team, rid, name)}")
+    if record["status"] == "rejected":
+        raise TeamdError(f"{name} rejected the shutdown: {record.get('reason') or 'no reason'}")
+
+
 @app.command()
 def shutdown(
     team: TeamArg, name: NameArg,
@@ -452,22 +480,7 @@ def shutdown(
     if not wait:
         print(asked)
         return
-
-    def settled() -> Json | None:
-        record = requests.get(w, team, rid)
-        if record["status"] == "rejected":
-            return record
-        if record["status"] == "approved":
-            return None if actions.still_up(w, team, [name]) else record
-        return None
-
-    record = _wait(w, team, timeout, settled, lambda: _request_state(w, team, rid, name),
-                   announce=asked)
-    if record is None:
-        raise TeamdError(f"timed out after {timeout:g}s: "
-                         f"{_request_state(w, team, rid, name)}")
-    if record["status"] == "rejected":
-        raise TeamdError(f"{name} rejected the shutdown: {record.get('reason') or 'no reason'}")
+    _await_shutdown(w, team, rid, name, timeout, announce=asked)
     print(f"{name} shut down")
 
 
@@ -629,19 +642,7 @@ def remove(team: TeamArg, name: NameArg,
         elif member["status"] != "stopping":
             rid = actions.shutdown(w, team, name, reason=f"removed from team {team}"
                                    )["request"]["request_id"]
-
-            def settled() -> bool:
-                record = requests.get(w, team, rid)
-                return record["status"] == "rejected" or not actions.still_up(w, team, [name])
-
-            if not _wait(w, team, timeout, settled,
-                         lambda: _request_state(w, team, rid, name)):
-                raise TeamdError(f"timed out after {timeout:g}s: "
-                                 f"{_request_state(w, team, rid, name)}")
-            record = requests.get(w, team, rid)
-            if record["status"] == "rejected":
-                raise TeamdError(f"{name} rejected the shutdown: "
-                                 f"{record.get('reason') or 'no reason'}")
+            _await_shutdown(w, team, rid, name, timeout, gone_is_enough=True)
     if not _wait(w, team, timeout, lambda: not actions.still_up(w, team, [name]),
                  lambda: pending):
         raise TeamdError(f"{name} is still running after {timeout:g}s")
@@ -712,7 +713,7 @@ def requests_cmd(team: TeamArg,
         output.emit_json(records)
         return
 
-    def detail(r: Json) -> str:
+    def detail(r: Request) -> str:
         if r["kind"] == "permission":
             said = r.get("feedback") or r.get("reason")
             return output.short(describe(r) + (f" ({said})" if said else ""), 70)
@@ -785,7 +786,7 @@ def task_show(team: TeamArg, task_id: TaskIdArg,
     Example:
       teamctl task show shop 3
     """
-    task = board.get(ws(), team, task_id)
+    task: Mapping[str, Any] = board.get(ws(), team, task_id)
     if as_json:
         output.emit_json(task)
         return
@@ -1263,7 +1264,6 @@ def main() -> None:
     except SystemExit:
         raise
     except Exception as exc:  # click's usage errors carry their own exit code
-        import click
 
         if isinstance(exc, click.exceptions.NoArgsIsHelpError):
             exc.show()  # bare `teamctl` or `teamctl task`: the help, not an error line

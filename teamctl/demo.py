@@ -16,7 +16,6 @@ down; the person watching is `user`, who writes to the lead and reads its answer
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -26,6 +25,7 @@ from teamctl import output
 from teamd import actions, board, events, files, inbox, pidfile, roster, settings, worktrees
 from teamd.errors import TeamdError
 from teamd.layout import LEAD, USER, Workspace
+from teamd.proc import stop_subprocess
 from teamd.watch import wait_for
 
 TEAM = "rest-to-graphql"
@@ -214,12 +214,7 @@ def run(root: Path | None, timeout: float, lead: bool = False) -> None:
         if not gone:
             raise TeamdError("members did not shut down within 60s")
     finally:
-        if daemon.poll() is None:
-            daemon.send_signal(signal.SIGTERM)
-            try:
-                daemon.wait(30)
-            except subprocess.TimeoutExpired:
-                daemon.kill()
+        stop_subprocess(daemon, 30)
         log.close()
         if server is not None:
             server.stop()

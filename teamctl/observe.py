@@ -19,6 +19,7 @@ from teamd import board, budget, pidfile, requests, roster, worktrees
 from teamd.files import Json
 from teamd.layout import Workspace
 from teamd.permissions import describe
+from teamd.records import Request
 
 WINDOW = 0.1
 
@@ -49,7 +50,7 @@ def measure(procs: dict[str, psutil.Process]) -> dict[str, dict[str, Any]]:
     return out
 
 
-def plan_gate(member: Json, records: list[Json]) -> str | None:
+def plan_gate(member: Json, records: list[Request]) -> str | None:
     """"closed" or "open" for a plan-mode member (CONTRACT §6), None for any other."""
     if not member.get("plan_mode_required"):
         return None
@@ -57,14 +58,14 @@ def plan_gate(member: Json, records: list[Json]) -> str | None:
     return "open" if opened else "closed"
 
 
-def pending_of(name: str, records: list[Json]) -> list[Json]:
+def pending_of(name: str, records: list[Request]) -> list[Json]:
     """Requests still unanswered that `name` sent (a plan, a permission) or was sent."""
     return [{k: r.get(k) for k in ("request_id", "kind", "sender", "recipient", "created_at")}
             for r in records if r.get("status") == "pending"
             and name in (r.get("sender"), r.get("recipient"))]
 
 
-def waiting_for(member: Json, records: list[Json]) -> str | None:
+def waiting_for(member: Json, records: list[Request]) -> str | None:
     """What a `waiting` member waits for: its pending permission request, in one line."""
     if member.get("status") != "waiting":
         return None

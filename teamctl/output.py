@@ -98,26 +98,31 @@ def when(ts: float | None) -> str:
     return time.strftime("%H:%M:%S", time.localtime(ts))
 
 
+#: (size, unit, the next unit down's size, its unit), biggest first
+_UNITS = ((86400, "d", 3600, "h"), (3600, "h", 60, "m"), (60, "m", 1, "s"))
+
+
+def _split(secs: int) -> tuple[str, str]:
+    """`secs` in its biggest unit ("4m") and the rest in the next unit down ("12s"); under
+    a minute, ("12s", "")."""
+    for big, unit, small, small_unit in _UNITS:
+        if secs >= big:
+            return f"{secs // big}{unit}", f"{secs % big // small:02d}{small_unit}"
+    return f"{secs}s", ""
+
+
 def ago(ts: float | None) -> str:
+    """How long ago, in its biggest unit: 12s ago, 4m ago, 3d ago."""
     if not ts:
         return "-"
-    secs = max(0, time.time() - ts)
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if secs >= size:
-            return f"{int(secs // size)}{unit} ago"
-    return f"{int(secs)}s ago"
+    return f"{_split(int(max(0, time.time() - ts)))[0]} ago"
 
 
 def duration(secs: float | None) -> str:
     """An uptime as a person reads it: 12s, 4m12s, 2h05m, 3d04h."""
     if secs is None:
         return "-"
-    secs = int(max(0, secs))
-    for big, small, unit_big, unit_small in ((86400, 3600, "d", "h"), (3600, 60, "h", "m"),
-                                             (60, 1, "m", "s")):
-        if secs >= big:
-            return f"{secs // big}{unit_big}{secs % big // small:02d}{unit_small}"
-    return f"{secs}s"
+    return "".join(_split(int(max(0, secs))))
 
 
 def dollars(amount: float | None) -> str:

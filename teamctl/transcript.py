@@ -220,10 +220,7 @@ def follow(path: Path, team_dir: Path, shown: int, poll: float = 1.0
         offset = count = 0
         try:
             while True:
-                try:
-                    ino: int | None = path.stat().st_ino
-                except FileNotFoundError:
-                    ino = None
+                ino = files.inode(path)
                 if fd is not None:
                     size = os.fstat(fd).st_size
                     data = os.pread(fd, size - offset, offset) if size > offset else b""

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from teamctl import output
-from teamd import roster
+from teamd import prices, roster
 from teamd.files import Json
 
 log = logging.getLogger(__name__)
@@ -50,8 +50,7 @@ def member_row(m: Json) -> tuple[Any, ...]:
     stale = not m["live"] and m["status"] in roster.RUNNING_STATUSES
     status = output.paint_status(m["status"], m["status"] + ("?" if stale else ""))
     u = m.get("usage") or {}
-    tokens_in = int(u.get("input_tokens") or 0) + int(u.get("cache_read_input_tokens") or 0) \
-        + int(u.get("cache_creation_input_tokens") or 0)
+    tokens_in = prices.input_tokens(u)
     cpu = m.get("cpu_percent")
     return ((m["name"], m.get("color")), status,
             f"#{m['current_task']}" if m.get("current_task") else "-",

@@ -10,10 +10,10 @@ from __future__ import annotations
 import os
 import shutil
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from teamd import (
     board,
@@ -30,6 +30,7 @@ from teamd import (
 from teamd.errors import BadInput, TeamdError
 from teamd.files import Json
 from teamd.layout import LEAD, SUPERVISOR, USER, Workspace, validate_member_name, validate_name
+from teamd.records import Member, Message, Request, Task, Worktree
 
 #: message types that still land while a team is being deleted (its winding-down)
 WINDING_DOWN = ("shutdown_response", "idle_notification", "member_failed")
@@ -77,7 +78,7 @@ def require_team(ws: Workspace, team: str, *, accepting: bool = False) -> Json:
     return config
 
 
-def _already_in(team: str, name: str, existing: Json) -> BadInput:
+def _already_in(team: str, name: str, existing: Mapping[str, Any]) -> BadInput:
     return BadInput(f"{name!r} is already in team {team!r} (status {existing['status']}); "
                     f"use `teamctl restart {team} {name}`")
 
@@ -85,7 +86,7 @@ def _already_in(team: str, name: str, existing: Json) -> BadInput:
 def spawn(ws: Workspace, team: str, name: str, prompt: str, *, role: str = "",
           model: str | None = None, plan_mode: bool = False, cwd: str | None = None,
           lead: bool = False, worktree: bool | None = None, base: str | None = None,
-          budget_usd: float | None = None) -> Json:
+          budget_usd: float | None = None) -> Member:
     """Add a member with `desired=running`; the supervisor forks it.
 
     With a worktree (`worktree`, default: the team's `worktrees` for a teammate) its git
@@ -123,7 +124,7 @@ def spawn(ws: Workspace, team: str, name: str, prompt: str, *, role: str = "",
                                base)
         workdir = Path(record["path"])
 
-    def add(config: Json) -> Json:
+    def add(config: Json) -> Member:
         if config.get("state") == "deleting":
             raise BadInput(f"team {team!r} is being deleted")
         existing = roster.find(config, name)
@@ -133,7 +134,7 @@ def spawn(ws: Workspace, team: str, name: str, prompt: str, *, role: str = "",
                                    role=role, prompt=prompt, model=model,
                                    plan_mode_required=plan_mode, cwd=str(workdir.resolve()),
                                    budget_usd=budget_usd)
-        member["worktree"] = record
+        member["worktree"] = cast(Worktree | None, record)
         config["members"].append(member)
         return member
 
@@ -249,7 +250,7 @@ def _check_party(config: Json, name: str, what: str) -> None:
 def send(ws: Workspace, team: str, recipient: str, content: str, *, type_: str = "message",
          sender: str | None = None, request_id: str | None = None,
          approve: bool | None = None, reason: str | None = None,
-         feedback: str | None = None, summary: str | None = None) -> Json:
+         feedback: str | None = None, summary: str | None = None) -> Message:
     """Send one message; protocol types also open or answer their request record.
     `sender` defaults to the person (`lead`, or `user` beside an LLM lead)."""
     if sender is not None:
@@ -280,8 +281,8 @@ def send(ws: Workspace, team: str, recipient: str, content: str, *, type_: str =
     if type_ == "shutdown_request":
         if sender not in (LEAD, me):
             raise BadInput(f"only the lead or the person ({me}) sends shutdown_request")
-        return shutdown(ws, team, recipient, reason=reason or content,
-                        sender=sender)["message"]
+        return cast(Message, shutdown(ws, team, recipient, reason=reason or content,
+                                      sender=sender)["message"])
     if type_ == "shutdown_response":
         assert request_id is not None and approve is not None
         _check_answerer(requests.get(ws, team, request_id), "shutdown", sender, recipient, me)
@@ -323,7 +324,7 @@ def inbox_owner(config: Json, name: str | None) -> tuple[str, bool]:
 
 
 def broadcast(ws: Workspace, team: str, content: str, *, sender: str | None = None,
-              summary: str | None = None) -> list[Json]:
+              summary: str | None = None) -> list[Message]:
     """One copy per running member and the lead, except the sender; same id on each.
     `sender` defaults to the person."""
     if sender is not None:
@@ -339,7 +340,7 @@ def broadcast(ws: Workspace, team: str, content: str, *, sender: str | None = No
     if not targets:
         raise BadInput(f"team {team!r} has nobody to broadcast to")
     first = inbox.make("broadcast", sender, targets[0], content, summary=summary)
-    copies = [{**first, "recipient": t} for t in targets]
+    copies: list[Message] = [{**first, "recipient": t} for t in targets]
     inbox.deliver(ws, team, copies)
     return copies
 
@@ -373,7 +374,7 @@ def shutdown(ws: Workspace, team: str, name: str, *, reason: str = "",
             inbox.deliver(ws, team, [msg])
             return {"request": record, "message": msg, "answered": False}
         # No process to ask: answer on its behalf, under the roster lock (CONTRACT §6).
-        record = requests.answer(ws, team, rid, True, reason="not running")
+        record = cast(Request, requests.answer(ws, team, rid, True, reason="not running"))
         member["desired"] = "stopped"
         change = roster.set_status(member, "shutdown")
         answer = inbox.make("shutdown_response", name, sender, "not running",
@@ -405,7 +406,7 @@ def release_tasks(ws: Workspace, team: str, name: str) -> list[int]:
 
 
 def _open_shutdown(ws: Workspace, team: str, name: str, reason: str, sender: str
-                   ) -> tuple[Json, Json]:
+                   ) -> tuple[Request, Message]:
     """The request record and its `shutdown_request` message (not yet delivered)."""
     record = requests.open_request(ws, team, "shutdown", sender, name, reason=reason)
     msg = inbox.make("shutdown_request", sender, name, reason or "Please shut down.",
@@ -415,7 +416,7 @@ def _open_shutdown(ws: Workspace, team: str, name: str, reason: str, sender: str
 
 def approve_shutdown(ws: Workspace, team: str, name: str, request_id: str, *, reason: str,
                      content: str | None = None, summary: str | None = None,
-                     pid: int | None = None) -> Json:
+                     pid: int | None = None) -> Message:
     """Member `name` approves a shutdown request made to it, in one roster-locked step:
     `desired=stopped` and `status=stopping` written first, then the record answered, then
     the `shutdown_response` appended to the inbox of whoever asked. A crash at any point
@@ -480,7 +481,8 @@ def restart(ws: Workspace, team: str, name: str) -> Json:
         return dict(member)
 
 
-def _request_start(ws: Workspace, team: str, member: Json, supervised: bool) -> None:
+def _request_start(ws: Workspace, team: str, member: Member | Json, supervised: bool
+                   ) -> None:
     """desired=running and a restart request (under the caller's roster lock)."""
     member["desired"] = "running"
     member["restart_requested_at"] = time.time()
@@ -567,7 +569,7 @@ def remove_member(ws: Workspace, team: str, name: str) -> Json:
     events.emit(ws, team, "member_removed", member=name, kind=member["kind"],
                 role=member.get("role", ""))
     report = worktrees.release(ws, team, member)  # no lock held: git runs
-    return {**member, "worktree_report": report} if report else member
+    return {**member, "worktree_report": report} if report else cast(Json, member)
 
 
 def _close_requests_of(ws: Workspace, team: str, name: str) -> None:
@@ -607,7 +609,7 @@ def _stamp(now: float) -> str:
 def add_task(ws: Workspace, team: str, subject: str, description: str = "",
              blocked_by: list[int] | None = None, owner: str | None = None,
              created_by: str = LEAD,
-             before_write: Callable[[Json], None] | None = None) -> Json:
+             before_write: Callable[[Json], None] | None = None) -> Task:
     """`task add` and the TaskCreate tool: a new task, given to `owner` from the start when
     named (so nobody else can claim it in between). `before_write` (a member's
     `task_created` hook) sees the task once its input is found good, and may refuse it by
@@ -639,7 +641,7 @@ def task_owner(config: Json, owner: Any) -> Any:
 def update_task(ws: Workspace, team: str, task_id: int, *, status: str | None = None,
                 owner: Any = board.UNSET, add_blocked_by: Iterable[int] = (),
                 add_blocks: Iterable[int] = (), actor: str = LEAD,
-                add_commits: Iterable[str] = (), holder: str | None = None) -> Json:
+                add_commits: Iterable[str] = (), holder: str | None = None) -> Task:
     """`task update` and the TaskUpdate tool's write: a task's status, owner (see
     `task_owner`) or dependencies. `holder`: a teammate, who changes only its own or an
     unowned task (`board.NotHolder` otherwise, nothing changed)."""
@@ -651,7 +653,7 @@ def update_task(ws: Workspace, team: str, task_id: int, *, status: str | None = 
 
 # -- plans and permissions ---------------------------------------------------------------
 def answer_plan(ws: Workspace, team: str, request_id: str, approve: bool,
-                feedback: str | None = None, sender: str | None = None) -> Json:
+                feedback: str | None = None, sender: str | None = None) -> Message:
     """Approve or reject a plan request; the member learns it from its inbox."""
     return answer_request(ws, team, request_id, approve, feedback, only="plan_approval",
                           sender=sender)
@@ -661,7 +663,7 @@ def answer_request(ws: Workspace, team: str, request_id: str, approve: bool,
                    feedback: str | None = None, *, always: bool = False,
                    only: str | None = None, sender: str | None = None,
                    recipient: str | None = None, content: str | None = None,
-                   words: Spelling = FLAGS) -> Json:
+                   words: Spelling = FLAGS) -> Message:
     """Approve or reject a plan or permission request (`teamctl approve`/`reject`, `teamctl
     send --type …_response`, the lead's SendMessage): compare-and-set on the record, then
     the response into the member's inbox. `always` (permissions only) also allows the exact
@@ -727,7 +729,7 @@ def live_members(config: Json) -> list[Json]:
 
 
 def begin_delete(ws: Workspace, team: str, *, force: bool = False, purge: bool = False,
-                 sender: str | None = None) -> list[Json]:
+                 sender: str | None = None) -> list[Request]:
     """Start deleting a team: `state=deleting`, then a shutdown request to every live member
     (with `force`, or for a lead or the sender itself: `desired=stopped`, which the
     supervisor carries out). `sender` (who asks, and hears the answers) defaults to the
@@ -737,7 +739,7 @@ def begin_delete(ws: Workspace, team: str, *, force: bool = False, purge: bool =
     All of it under one roster lock: the supervisor removes a team only under that lock,
     so it cannot take the folders away half-way (CONTRACT §9, `delete`)."""
     require_team(ws, team)
-    opened: list[Json] = []
+    opened: list[Request] = []
     with roster.locked(ws, team) as config:
         sender = sender or roster.person(config)
         if config.get("state") != "deleting":

@@ -13,12 +13,13 @@ import re
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, cast
 
 from teamd import events, files, roster
 from teamd.errors import BadInput, TeamdError
 from teamd.files import Json
 from teamd.layout import Workspace
+from teamd.records import Task
 
 log = logging.getLogger(__name__)
 
@@ -54,39 +55,39 @@ def _ids_on_disk(ws: Workspace, team: str) -> list[int]:
     return sorted(int(m[1]) for m in map(_TASK_NAME.fullmatch, names) if m)
 
 
-def _read(ws: Workspace, team: str, task_id: int) -> Json | None:
+def _read(ws: Workspace, team: str, task_id: int) -> Task | None:
     """Task `task_id` read by its path, or None when there is no such task."""
     path = ws.task(team, task_id)
     try:
         task = files.read_json(path)
         if task is not None and int(task["id"]) != task_id:
             raise ValueError(f"its id is {task['id']!r}")
-        return task
+        return cast(Task | None, task)
     except (TeamdError, KeyError, TypeError, ValueError) as exc:
         # tasks are written atomically, so this is a hand edit: report, skip
         log.error("%s: skipped, not a task (%s)", path, exc)
         return None
 
 
-class _Board(Mapping[int, Json]):
+class _Board(Mapping[int, Task]):
     """The board as a mapping id → task that reads each task file only when first asked
     for it, so a change reads the tasks it touches, not the whole board (CONTRACT §5).
     Iterating it lists the folder and reads every task: only for readers that want all."""
 
     def __init__(self, ws: Workspace, team: str) -> None:
         self._ws, self._team = ws, team
-        self._seen: dict[int, Json | None] = {}
+        self._seen: dict[int, Task | None] = {}
 
-    def _get(self, task_id: int) -> Json | None:
+    def _get(self, task_id: int) -> Task | None:
         if task_id not in self._seen:
             self._seen[task_id] = _read(self._ws, self._team, task_id)
         return self._seen[task_id]
 
-    def put(self, task: Json) -> None:
+    def put(self, task: Task) -> None:
         """A task made in this change, not on disk yet."""
         self._seen[int(task["id"])] = task
 
-    def __getitem__(self, task_id: int) -> Json:
+    def __getitem__(self, task_id: int) -> Task:
         task = self._get(task_id)
         if task is None:
             raise KeyError(task_id)
@@ -102,19 +103,22 @@ class _Board(Mapping[int, Json]):
         return sum(1 for _ in self)
 
 
-def _load_all(ws: Workspace, team: str) -> dict[int, Json]:
+def _load_all(ws: Workspace, team: str) -> dict[int, Task]:
     """Every readable task, in id order (a bad file is reported and skipped)."""
     return dict(_Board(ws, team).items())
 
 
 def list_tasks(ws: Workspace, team: str) -> list[Json]:
-    """Every task, in id order."""
+    """Every task, in id order. (Typed `Json`, not `Task`, while the teammate's loop and
+    the supervisor read it as such.)"""
     if not ws.tasks_dir(team).is_dir():
         raise roster.unknown_team(ws, team)
-    return list(_load_all(ws, team).values())
+    return cast(list[Json], list(_load_all(ws, team).values()))
 
 
 def get(ws: Workspace, team: str, task_id: int) -> Json:
+    """Task `task_id`. (Typed `Json`, not `Task`, while the teammate's loop reads it as
+    such.)"""
     task = files.read_json(ws.task(team, task_id))
     if task is None:
         if not ws.tasks_dir(team).is_dir():
@@ -123,7 +127,7 @@ def get(ws: Workspace, team: str, task_id: int) -> Json:
     return task
 
 
-def _save(ws: Workspace, team: str, task: Json) -> None:
+def _save(ws: Workspace, team: str, task: Task) -> None:
     task["updated_at"] = time.time()
     files.write_json(ws.task(team, task["id"]), task)
 
@@ -146,7 +150,7 @@ def _next_id(ws: Workspace, team: str) -> int:
     return new
 
 
-def _depends_on(tasks: Mapping[int, Json], start: int, target: int) -> bool:
+def _depends_on(tasks: Mapping[int, Task], start: int, target: int) -> bool:
     """Does `start` (transitively) wait on `target` through blocked_by?"""
     stack, seen = [start], set()
     while stack:
@@ -160,7 +164,7 @@ def _depends_on(tasks: Mapping[int, Json], start: int, target: int) -> bool:
     return False
 
 
-def _check_edges(tasks: Mapping[int, Json], task_id: int, blockers: Iterable[int],
+def _check_edges(tasks: Mapping[int, Task], task_id: int, blockers: Iterable[int],
                  dependents: Iterable[int]) -> list[tuple[int, int]]:
     """Validate new edges (waiter, blocker) and return them; refuse a cycle or a missing task."""
     edges = [(task_id, int(b)) for b in blockers] + [(int(d), task_id) for d in dependents]
@@ -175,7 +179,7 @@ def _check_edges(tasks: Mapping[int, Json], task_id: int, blockers: Iterable[int
     return edges
 
 
-def _link(tasks: Mapping[int, Json], edges: list[tuple[int, int]]) -> set[int]:
+def _link(tasks: Mapping[int, Task], edges: list[tuple[int, int]]) -> set[int]:
     changed = set()
     for waiter, blocker in edges:
         if blocker not in tasks[waiter]["blocked_by"]:
@@ -189,7 +193,7 @@ def _link(tasks: Mapping[int, Json], edges: list[tuple[int, int]]) -> set[int]:
 
 def create(ws: Workspace, team: str, subject: str, description: str = "",
            blocked_by: Iterable[int] = (), created_by: str = "lead",
-           owner: str | None = None) -> Json:
+           owner: str | None = None) -> Task:
     subject = subject.strip() if isinstance(subject, str) else ""
     if not subject:
         raise BadInput("a task needs a subject")
@@ -208,7 +212,7 @@ def create(ws: Workspace, team: str, subject: str, description: str = "",
                 raise BadInput(f"unknown task #{b} in --blocked-by")
         now = time.time()
         task_id = _next_id(ws, team)
-        task: Json = {"schema": 1, "id": task_id, "subject": subject,
+        task: Task = {"schema": 1, "id": task_id, "subject": subject,
                       "description": description, "status": "pending", "owner": owner,
                       "blocked_by": [], "blocks": [], "created_by": created_by,
                       "created_at": now, "updated_at": now, "claimed_at": None,
@@ -229,7 +233,7 @@ def create(ws: Workspace, team: str, subject: str, description: str = "",
 def update(ws: Workspace, team: str, task_id: int, *, status: str | None = None,
            owner: Any = UNSET, add_blocked_by: Iterable[int] = (),
            add_blocks: Iterable[int] = (), actor: str = "lead",
-           add_commits: Iterable[str] = (), holder: str | None = None) -> Json:
+           add_commits: Iterable[str] = (), holder: str | None = None) -> Task:
     """Change a task. `owner=None` clears the owner; leaving it out leaves it alone.
     `add_commits` appends commit ids (a worktree member's work for it) not listed yet.
     `holder` (a teammate changing a task): NotHolder, nothing changed, unless the task is
@@ -275,16 +279,23 @@ def update(ws: Workspace, team: str, task_id: int, *, status: str | None = None,
     return task
 
 
-def is_claimable(tasks: Mapping[int, Json], task: Json, member: str | None = None) -> bool:
+def is_claimable(tasks: Mapping[int, Mapping[str, Any]], task: Mapping[str, Any],
+                 member: str | None = None) -> bool:
     """Pending, unblocked, and either unowned or (for `member`) already given to it."""
     if task["status"] != "pending":
         return False
     if task["owner"] is not None and task["owner"] != member:
         return False
-    return all(tasks.get(int(b), {}).get("status") == "completed" for b in task["blocked_by"])
+    return all(_status(tasks, b) == "completed" for b in task["blocked_by"])
 
 
-def claimable(ws: Workspace, team: str, member: str | None = None) -> list[Json]:
+def _status(tasks: Mapping[int, Mapping[str, Any]], task_id: int) -> Any:
+    """The status of task `task_id`, None when there is no such task."""
+    task = tasks.get(int(task_id))
+    return None if task is None else task.get("status")
+
+
+def claimable(ws: Workspace, team: str, member: str | None = None) -> list[Task]:
     """Tasks `member` could claim now (unowned ones, plus those already given to it)."""
     tasks = _load_all(ws, team)
     return [t for t in tasks.values() if is_claimable(tasks, t, member)]
@@ -292,10 +303,11 @@ def claimable(ws: Workspace, team: str, member: str | None = None) -> list[Json]
 
 def claim(ws: Workspace, team: str, member: str, task_id: int | None = None) -> Json | None:
     """Claim `task_id`, or the best claimable task: one already given to `member` first,
-    else the lowest unowned id. Re-checked under the board lock: no two owners, ever."""
+    else the lowest unowned id. Re-checked under the board lock: no two owners, ever.
+    (Typed `Json`, not `Task`, while the teammate's loop reads it as such.)"""
     with locked(ws, team):
         # a given task: read it and its blockers only; else every task, to pick one
-        tasks: Mapping[int, Json] = _Board(ws, team) if task_id is not None else \
+        tasks: Mapping[int, Task] = _Board(ws, team) if task_id is not None else \
             _load_all(ws, team)
         if task_id is not None:
             if task_id not in tasks:
@@ -308,11 +320,11 @@ def claim(ws: Workspace, team: str, member: str, task_id: int | None = None) -> 
             return None
         task = candidates[0]
         now = time.time()
-        task.update(owner=member, status="in_progress", claimed_at=now)
+        task.update({"owner": member, "status": "in_progress", "claimed_at": now})
         _save(ws, team, task)
         events.emit(ws, team, "task_claimed", member=member, task_id=task["id"],
                     owner=member, status="in_progress")
-        return task
+        return cast(Json, task)
 
 
 def release(ws: Workspace, team: str, member: str) -> list[int]:
@@ -323,7 +335,7 @@ def release(ws: Workspace, team: str, member: str) -> list[int]:
     with locked(ws, team):
         for tid, task in _load_all(ws, team).items():
             if task["owner"] == member and task["status"] != "completed":
-                task.update(owner=None, status="pending")
+                task.update({"owner": None, "status": "pending"})
                 _save(ws, team, task)
                 released.append(tid)
                 events.emit(ws, team, "task_released", member=member, task_id=tid,
@@ -331,7 +343,7 @@ def release(ws: Workspace, team: str, member: str) -> list[int]:
     return released
 
 
-def current_task(tasks: Iterable[Json], member: str) -> int | None:
+def current_task(tasks: Iterable[Mapping[str, Any]], member: str) -> int | None:
     """The lowest in_progress task id `member` owns."""
     ids = [int(t["id"]) for t in tasks if t["owner"] == member and t["status"] == "in_progress"]
     return min(ids) if ids else None

@@ -439,10 +439,7 @@ def _follow(path: Path, fd: int | None, offset: int, wanted: Callable[[Json], bo
                 # look at the name first: if it moved on, every write to the file we hold
                 # happened before (rotation and appends share the lock), so reading that
                 # file to its end misses nothing
-                try:
-                    current: int | None = path.stat().st_ino
-                except FileNotFoundError:
-                    current = None
+                current = files.inode(path)
                 if fd is not None:
                     if os.fstat(fd).st_size < offset:
                         offset = 0  # truncated in place (events_keep = 0)

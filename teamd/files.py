@@ -20,7 +20,7 @@ import logging
 import os
 import secrets
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -168,8 +168,17 @@ def _atomic_write(path: Path, chunks: Iterable[bytes], *, durable: bool = True) 
         fsync_dir(path.parent)
 
 
-def write_json(path: Path, obj: Json, *, durable: bool = True) -> None:
+def write_json(path: Path, obj: Mapping[str, Any], *, durable: bool = True) -> None:
     atomic_write_bytes(path, dumps_doc(obj), durable=durable)
+
+
+def inode(path: Path) -> int | None:
+    """The inode `path` names now, None when there is nothing there: a follower compares
+    it with the file it holds open to notice a rotation or a replacement."""
+    try:
+        return path.stat().st_ino
+    except FileNotFoundError:
+        return None
 
 
 def read_json(path: Path) -> Json | None:
@@ -188,7 +197,7 @@ def read_json(path: Path) -> Json | None:
 
 
 # -- JSONL -------------------------------------------------------------------------------
-def dumps_line(record: Json) -> bytes:
+def dumps_line(record: Mapping[str, Any]) -> bytes:
     line = json.dumps(record, ensure_ascii=False, separators=(",", ":"))
     return line.encode() + b"\n"
 
@@ -445,7 +454,7 @@ def _cut_torn_tail(path: Path, fd: int) -> None:
     os.ftruncate(fd, keep)
 
 
-def append_jsonl(path: Path, records: Iterable[Json], *, durable: bool = False,
+def append_jsonl(path: Path, records: Iterable[Mapping[str, Any]], *, durable: bool = False,
                  locked: bool = False) -> None:
     """Append records as complete lines with one `write` under `path`'s lock.
 

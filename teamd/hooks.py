@@ -121,7 +121,7 @@ def _run_sh(command: str, cwd: Path, env: dict[str, str], stdin: str,
                         exited = True
                     elif key.data == "in":
                         data = _feed(proc, sel, data)
-                    elif not eof and not _read(proc.stderr.fileno(), err):
+                    elif not eof and not err.read_from(proc.stderr.fileno()):
                         eof = True
                         sel.unregister(proc.stderr)
                 if pidfd is None and proc.poll() is not None:
@@ -136,7 +136,7 @@ def _run_sh(command: str, cwd: Path, env: dict[str, str], stdin: str,
             grace = time.monotonic() + DRAIN_GRACE
             while not eof and (left := grace - time.monotonic()) > 0:
                 for _key, _ in sel.select(left):
-                    if not _read(proc.stderr.fileno(), err):
+                    if not err.read_from(proc.stderr.fileno()):
                         eof = True
                 if time.monotonic() >= grace:
                     break
@@ -177,14 +177,3 @@ def _close_quietly(proc: subprocess.Popen[Any]) -> None:
         except OSError:
             pass
 
-
-def _read(fd: int, out: _Capture) -> bool:
-    """Read what is there; False at end of file."""
-    try:
-        chunk = os.read(fd, 65536)
-    except BlockingIOError:
-        return True
-    if not chunk:
-        return False
-    out.add(chunk)
-    return True

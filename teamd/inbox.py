@@ -17,14 +17,15 @@ import json
 import logging
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from numbers import Real
-from typing import Any
+from typing import Any, cast
 
 from teamd import events, files
 from teamd.errors import BadInput
 from teamd.files import Json
 from teamd.layout import Workspace
+from teamd.records import Message
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +69,7 @@ def check_content(content: str) -> str:
     return content
 
 
-def make(type_: str, sender: str, recipient: str, content: str, **extra: Any) -> Json:
+def make(type_: str, sender: str, recipient: str, content: str, **extra: Any) -> Message:
     """A message as it goes into an inbox. `extra` fields set to None are left out, except
     the type's own text fields, which become "" (a reader refuses a message missing one)."""
     if type_ not in TYPES:
@@ -87,10 +88,10 @@ def make(type_: str, sender: str, recipient: str, content: str, **extra: Any) ->
     if size > files.MAX_LINE:
         raise BadInput(f"the message is {size} bytes as a line; the limit is "
                        f"{files.MAX_LINE} (1 MiB)")
-    return msg
+    return cast(Message, msg)
 
 
-def deliver(ws: Workspace, team: str, messages: list[Json]) -> None:
+def deliver(ws: Workspace, team: str, messages: Sequence[Message]) -> None:
     """Append each message to its recipient's inbox (one locked, fsynced write each),
     then journal them: one `message` event per distinct id (a broadcast is one event)."""
     for msg in messages:

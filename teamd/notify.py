@@ -10,8 +10,8 @@ no extra package. It also owns the rules around the protocol that the supervisor
 - a failed send never raises: the supervisor must outlive a restarted or vanished systemd or
   journald, so a failure is logged once as a warning and then only at debug level;
 - teammates never speak for the supervisor: :func:`scrub_child_env` removes the protocol's
-  variables from each forked child's environment, and a :class:`Notifier` inherited across a
-  ``fork()`` stays silent in the child;
+  variables from each member process's environment, and a :class:`Notifier` inherited across
+  a ``fork()`` stays silent in the member's process;
 - :func:`format_status` renders the roster's status counts for ``STATUS=``.
 """
 
@@ -25,23 +25,15 @@ import threading
 import time
 from collections.abc import Mapping, MutableMapping
 
+from teamd import roster
+
 logger = logging.getLogger(__name__)
 
 #: The environment variables of the protocol; a forked teammate must not see them.
 NOTIFY_ENV_KEYS: tuple[str, ...] = ("NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID")
 
 #: Member statuses in the contract's table order (CONTRACT.md section 4).
-STATUS_ORDER: tuple[str, ...] = (
-    "pending",
-    "starting",
-    "active",
-    "idle",
-    "sleeping",
-    "stopping",
-    "shutdown",
-    "backoff",
-    "failed",
-)
+STATUS_ORDER: tuple[str, ...] = roster.STATUSES
 
 # sd_notify field names are upper-case identifiers ("READY", "STATUS", "MONOTONIC_USEC").
 _FIELD_NAME = re.compile(r"^[A-Z][A-Z0-9_]*$")
@@ -72,8 +64,8 @@ def watchdog_interval(
     """Seconds between ``WATCHDOG=1`` pings, or None when no watchdog is asked of ``pid``.
 
     systemd passes ``WATCHDOG_USEC`` (the unit's ``WatchdogSec=``) and, to say whom it is
-    meant for, ``WATCHDOG_PID``; a process whose pid is not that one (a forked child that
-    kept the environment) must not ping. We ping at half the period, as ``sd_watchdog_enabled``
+    meant for, ``WATCHDOG_PID``; a process whose pid is not that one (a member's process
+    that kept the environment) must not ping. We ping at half the period, as ``sd_watchdog_enabled``
     recommends, so one late loop iteration does not get the supervisor killed.
     """
     env = os.environ if environ is None else environ
@@ -103,8 +95,8 @@ def watchdog_interval(
 def scrub_child_env(environ: MutableMapping[str, str]) -> None:
     """Remove the notify protocol's variables, so a forked teammate never speaks for us.
 
-    With ``NotifyAccess=main`` systemd would drop a child's datagrams anyway, but a child
-    that pinged the watchdog or sent ``READY=1`` under another setting would mask a hung
+    With ``NotifyAccess=main`` systemd would drop a member process's datagrams anyway, but
+    one that pinged the watchdog or sent ``READY=1`` under another setting would mask a hung
     supervisor; and the variables would leak into every ``bash`` the teammate runs.
     """
     for key in NOTIFY_ENV_KEYS:
@@ -139,8 +131,8 @@ class Notifier:
     Build it with :meth:`from_env`. The socket is created on the first send
     (``SOCK_DGRAM | SOCK_CLOEXEC``, unconnected: every datagram is addressed, so a
     restarted systemd that re-creates its socket is reached again without reconnecting).
-    The object remembers the pid that made it; after a ``fork()`` the child's copy sends
-    nothing. Methods are safe to call from several threads.
+    The object remembers the pid that made it; after a ``fork()`` a member process's copy
+    sends nothing. Methods are safe to call from several threads.
     """
 
     def __init__(
@@ -241,7 +233,7 @@ class Notifier:
     def send_raw(self, message: str) -> bool:
         """Send ``message`` (e.g. ``"READY=1\\nSTATUS=…"``) as it is, as one datagram.
 
-        Returns True when sent; False when disabled, in a forked child, or on failure.
+        Returns True when sent; False when disabled, in a member's process, or on failure.
         Never raises an OSError: the first failure is logged as a warning, later ones at
         debug level, so a gone systemd neither kills nor floods the supervisor.
         """

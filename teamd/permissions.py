@@ -15,6 +15,7 @@ import logging
 import os
 import re
 import secrets
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -213,18 +214,19 @@ def request_id_for(team: str, member: str, tool_use_id: str | None) -> str:
     return f"perm-{digest[:10]}"
 
 
-def describe(record: Json) -> str:
+def describe(record: Mapping[str, Any]) -> str:
     """`bash: git push origin main` — one line for listings."""
     return f"{record.get('tool')}: {_shorten(' '.join((record.get('argument') or '').split()))}"
 
 
 def open_ask(ws: Workspace, team: str, member: str, recipient: str, tool: str,
-             tool_input: Json, argument: str, rule: str, request_id: str) -> Json:
+             tool_input: Json, argument: str, rule: str, request_id: str
+             ) -> Mapping[str, Any]:
     """Open the permission request record (if it is not there yet) and make sure the ask
     reached `recipient`: the record's `asked` flag is set only once the message is in,
     so a crash between the two re-sends it (same message id: shown once)."""
     path = ws.request(team, request_id)
-    record = files.read_json(path)
+    record: Mapping[str, Any] | None = files.read_json(path)
     if record is None:
         record = requests.open_request(ws, team, "permission", member, recipient,
                                        request_id=request_id, tool=tool, tool_input=tool_input,
@@ -257,6 +259,6 @@ def journal_denied(ws: Workspace, team: str, member: str, tool: str, argument: s
                 rule=rule)
 
 
-def refused_text(record: Json) -> str:
+def refused_text(record: Mapping[str, Any]) -> str:
     return f"permission refused: {record.get('feedback') or record.get('reason') or 'no reason'}"
 

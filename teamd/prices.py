@@ -27,6 +27,19 @@ PER = 1_000_000  # prices are per million tokens
 #: a cost is kept to this many decimals (a ten-thousandth of a cent): sums stay readable
 DECIMALS = 8
 
+#: the token counts of one call's `usage`, as the Messages API names them
+TOKEN_KEYS = ("input_tokens", "output_tokens", "cache_read_input_tokens",
+              "cache_creation_input_tokens")
+#: the input side of a call: uncached, cache-read and cache-write tokens (the context's size)
+INPUT_KEYS = ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
+#: a member's `usage` (CONTRACT §4): its token counts and what they cost
+USAGE_KEYS = (*TOKEN_KEYS, "cost_usd")
+
+
+def input_tokens(usage: Mapping[str, Any]) -> int:
+    """Every input token of `usage`: uncached + cache-read + cache-write."""
+    return sum(int(usage.get(key) or 0) for key in INPUT_KEYS)
+
 
 @dataclass(frozen=True)
 class Price:

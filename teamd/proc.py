@@ -13,7 +13,9 @@ import ctypes.util
 import logging
 import os
 import signal
+import subprocess
 from collections.abc import Iterable
+from typing import Any
 
 import psutil
 
@@ -77,7 +79,7 @@ def become_subreaper() -> None:
 
 
 def reset_signals() -> None:
-    """A forked child inherits the supervisor's handlers and wakeup fd; drop them."""
+    """A member's process inherits the supervisor's handlers and wakeup fd; drop them."""
     try:
         signal.set_wakeup_fd(-1)
     except ValueError:
@@ -110,7 +112,7 @@ def raise_oom_score_adj(by: int = 500) -> None:
 
 def close_fds(keep: Iterable[int] = ()) -> None:
     """Close every inherited descriptor above stderr except `keep` (the supervisor's lock,
-    inotify and sockets must not outlive it in a child)."""
+    inotify and sockets must not outlive it in a member's process)."""
     keep_sorted = sorted(k for k in set(keep) if k > 2)
     low = 3
     for fd in keep_sorted:
@@ -182,6 +184,18 @@ def describe_exit(code: int | None, sig: int | None) -> str:
         except ValueError:
             return f"killed by signal {sig}"
     return f"exit code {code}"
+
+
+def stop_subprocess(proc: subprocess.Popen[Any], timeout: float) -> None:
+    """End a process started with `subprocess` (a `teamd run` the demo started, a bench's
+    seed): SIGTERM, SIGKILL if it has not exited `timeout` seconds later; reaped either way."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout)
 
 
 def decode_wait_status(status: int) -> tuple[int | None, int | None]:

@@ -10,11 +10,13 @@ import logging
 import secrets
 import time
 from collections.abc import Callable
+from typing import cast
 
 from teamd import events, files
 from teamd.errors import BadInput, TeamdError
 from teamd.files import Json
 from teamd.layout import Workspace
+from teamd.records import Request
 
 log = logging.getLogger(__name__)
 
@@ -30,11 +32,11 @@ def open_request(ws: Workspace, team: str, kind: str, sender: str, recipient: st
                  reason: str | None = None, plan: str | None = None,
                  request_id: str | None = None, tool: str | None = None,
                  tool_input: Json | None = None, rule: str | None = None,
-                 argument: str | None = None) -> Json:
+                 argument: str | None = None) -> Request:
     if kind not in KINDS:
         raise BadInput(f"unknown request kind {kind!r}")
     rid = request_id or new_id(kind)
-    record: Json = {"schema": 1, "request_id": rid, "kind": kind, "sender": sender,
+    record: Request = {"schema": 1, "request_id": rid, "kind": kind, "sender": sender,
                     "recipient": recipient, "status": "pending", "created_at": time.time(),
                     "resolved_at": None, "reason": reason, "plan": plan, "feedback": None}
     if kind == "permission":
@@ -106,9 +108,9 @@ def set_flag(ws: Workspace, team: str, request_id: str, key: str,
     return {**record, "changed": ok}
 
 
-def list_requests(ws: Workspace, team: str, pending_only: bool = False) -> list[Json]:
+def list_requests(ws: Workspace, team: str, pending_only: bool = False) -> list[Request]:
     folder = ws.requests_dir(team)
-    out = []
+    out: list[Request] = []
     if folder.is_dir():
         for path in folder.glob("*.json"):
             try:
@@ -119,7 +121,7 @@ def list_requests(ws: Workspace, team: str, pending_only: bool = False) -> list[
                 log.error("%s: skipped, not a request (%s)", path, exc)
                 continue
             if record and (not pending_only or record.get("status") == "pending"):
-                out.append(record)
+                out.append(cast(Request, record))
     return sorted(out, key=lambda r: r.get("created_at") or 0)
 
 
@@ -130,7 +132,7 @@ def plan_approved(ws: Workspace, team: str, member: str, since: float | None = N
     return gate_open(list_requests(ws, team), member, since)
 
 
-def gate_open(records: list[Json], member: str, since: float | None = None) -> bool:
+def gate_open(records: list[Request], member: str, since: float | None = None) -> bool:
     """`plan_approved` over records already read (`status` reads them once per team)."""
     return any(r["kind"] == "plan_approval" and r["sender"] == member
                and r["status"] == "approved" and (r.get("created_at") or 0) >= (since or 0)
@@ -138,7 +140,7 @@ def gate_open(records: list[Json], member: str, since: float | None = None) -> b
 
 
 def pending_plan(ws: Workspace, team: str, member: str, since: float | None = None
-                 ) -> Json | None:
+                 ) -> Request | None:
     """The plan request of `member` still waiting for the lead's answer, if any, made since
     it joined (`since`: its `joined_at`; a plan of a removed member of that name is not
     the new member's)."""

@@ -19,10 +19,10 @@ import difflib
 import logging
 import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import psutil
 
@@ -31,6 +31,7 @@ from teamd.errors import BadInput, TeamdError
 from teamd.files import Json
 from teamd.layout import LEAD, USER, Workspace
 from teamd.proc import live_process
+from teamd.records import Member, MemberSpec, MemberStatus, Usage
 
 COLORS = ("cyan", "yellow", "magenta", "green", "blue")
 STATUSES = ("pending", "starting", "active", "idle", "waiting", "paused", "sleeping",
@@ -80,18 +81,17 @@ STATUS_FIELDS = ("status", "pid", "pid_create_time", "started_at", "restart_at",
                  "last_exit", "last_error", "current_task", "usage")
 
 
-def fresh_status() -> Json:
+def fresh_status() -> MemberStatus:
     """The live fields of a member that has never run (also what a member listed in
     `config.json` without a status file reads as)."""
     return {"status": "pending", "pid": None, "pid_create_time": None, "restarts": 0,
             "last_exit": None, "last_error": None, "current_task": None,
-            "usage": {"input_tokens": 0, "output_tokens": 0, "cache_read_input_tokens": 0,
-                      "cache_creation_input_tokens": 0, "cost_usd": 0.0}}
+            "usage": cast(Usage, {**dict.fromkeys(prices.TOKEN_KEYS, 0), "cost_usd": 0.0})}
 
 
-def status_of(member: Json) -> Json:
+def status_of(member: Mapping[str, Any]) -> MemberStatus:
     """The live fields of a (merged) member entry."""
-    return {k: member[k] for k in STATUS_FIELDS if k in member}
+    return cast(MemberStatus, {k: member[k] for k in STATUS_FIELDS if k in member})
 
 
 def spec_of(config: Json) -> Json:
@@ -103,10 +103,10 @@ def spec_of(config: Json) -> Json:
     return spec
 
 
-def merge(spec_member: Json, status: Json | None) -> Json:
+def merge(spec_member: Mapping[str, Any], status: Mapping[str, Any] | None) -> Member:
     """One member as readers see it: its spec with its live fields over it (those of a
     member that never ran when it has no status file)."""
-    return {**spec_member, **status_of(fresh_status() if status is None else status)}
+    return cast(Member, {**spec_member, **status_of(fresh_status() if status is None else status)})
 
 
 # -- locks ----------------------------------------------------------------------------------
@@ -168,7 +168,7 @@ def read_spec(ws: Workspace, team: str) -> Json:
         return _read_spec(ws, team)
 
 
-def read_status(ws: Workspace, team: str, name: str) -> Json | None:
+def read_status(ws: Workspace, team: str, name: str) -> MemberStatus | None:
     """Member `name`'s live fields from `members/{name}.json`, or None without that file."""
     doc = files.read_json(ws.member_status(team, name))
     return None if doc is None else status_of(doc)
@@ -292,7 +292,7 @@ def save_spec(ws: Workspace, team: str, config: Json) -> None:
     files.write_json(ws.config(team), spec_of(config))
 
 
-def _write_status(ws: Workspace, team: str, name: str, status: Json) -> None:
+def _write_status(ws: Workspace, team: str, name: str, status: Mapping[str, Any]) -> None:
     """Write `members/{name}.json` (atomically); under that member's lock."""
     files.write_json(ws.member_status(team, name),
                      {"schema": SCHEMA, "name": name, **status_of(status)})
@@ -355,7 +355,7 @@ def _change_status(ws: Workspace, team: str, name: str, changed: Json,
     fields its own writer set meanwhile; under the member's lock."""
     files.ensure_dir(ws.members_dir(team))
     with status_lock(ws, team, name):
-        status = read_status(ws, team, name) or fresh_status()
+        status = cast(Json, read_status(ws, team, name) or fresh_status())
         status.update(changed)
         for key in dropped:
             status.pop(key, None)
@@ -388,7 +388,7 @@ def update_status(ws: Workspace, team: str, name: str, change: Callable[[Json], 
     with _lock(ws.member_status(team, name), create=False) as held_lock:
         status = read_status(ws, team, name) if held_lock else None
         if status is not None:
-            return _apply(ws, team, name, status, change)
+            return _apply(ws, team, name, cast(Json, status), change)
     if not ws.team_dir(team).is_dir():
         raise unknown_team(ws, team)
     # no status file: a schema-1 roster not yet migrated, or a member that is not (or no
@@ -410,7 +410,7 @@ def update_member(ws: Workspace, team: str, name: str,
             return None
         files.ensure_dir(ws.members_dir(team))
         with status_lock(ws, team, name):
-            member = merge(spec, read_status(ws, team, name))
+            member = cast(Json, merge(spec, read_status(ws, team, name)))
             return _apply(ws, team, name, member, lambda m: change(m, config))
 
 
@@ -431,14 +431,15 @@ def new_roster(team: str, description: str, budget_usd: float | None = None) -> 
             "members": []}
 
 
-def find(config: Json, name: str) -> Json | None:
+def find(config: Json, name: str) -> Member | None:
+    """The member called `name` in `config` (merged or spec only), or None."""
     for member in config["members"]:
         if member["name"] == name:
-            return member
+            return cast(Member, member)
     return None
 
 
-def get(config: Json, name: str) -> Json:
+def get(config: Json, name: str) -> Member:
     """The member called `name`, or BadInput naming the team."""
     member = find(config, name)
     if member is None:
@@ -463,27 +464,28 @@ def names(config: Json) -> list[str]:
 
 
 def new_member(config: Json, name: str, *, kind: str, role: str, prompt: str, model: str | None,
-               plan_mode_required: bool, cwd: str, budget_usd: float | None = None) -> Json:
+               plan_mode_required: bool, cwd: str, budget_usd: float | None = None) -> Member:
     """A member entry (merged: spec and the live fields of one that never ran)."""
     color = COLORS[len(config["members"]) % len(COLORS)]
-    return {
+    spec: MemberSpec = {
         "name": name, "agent_id": f"{name}@{config['name']}", "kind": kind, "role": role,
         "prompt": prompt, "model": model, "plan_mode_required": plan_mode_required,
         "cwd": cwd, "color": color, "desired": "running", "joined_at": time.time(),
-        "budget_usd": budget_usd, **fresh_status(),
+        "budget_usd": budget_usd,
     }
+    return {**spec, **fresh_status()}
 
 
-def process_of(member: Json) -> psutil.Process | None:
+def process_of(member: Mapping[str, Any]) -> psutil.Process | None:
     """The member's process if it is live (pid runs and its start time matches), else None."""
     return live_process(member.get("pid"), member.get("pid_create_time"))
 
 
-def is_live(member: Json) -> bool:
+def is_live(member: Mapping[str, Any]) -> bool:
     return process_of(member) is not None
 
 
-def set_status(member: Json, status: str) -> tuple[str, str] | None:
+def set_status(member: Member | Json, status: str) -> tuple[str, str] | None:
     """Set `status`; return (from, to) if it changed, for the `status` event."""
     before = member.get("status")
     if before == status:

@@ -17,8 +17,9 @@ import os
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from teamd import events, files, roster
 from teamd.errors import BadInput, TeamdError
@@ -231,11 +232,11 @@ def identity(team: str, name: str) -> dict[str, str]:
             "GIT_COMMITTER_NAME": who, "GIT_COMMITTER_EMAIL": mail}
 
 
-def task_message(task: Json) -> str:
+def task_message(task: Mapping[str, Any]) -> str:
     return f"Task #{task['id']}: {task['subject']}"
 
 
-def task_commits(record: Json, task_id: int) -> list[str]:
+def task_commits(record: Mapping[str, Any], task_id: int) -> list[str]:
     """Commits on the member's branch past its base made for task `task_id`, oldest first."""
     mark = f"Task #{int(task_id)}: "
     done = git(record["path"], "log", "--reverse", "--format=%H %s",
@@ -244,7 +245,8 @@ def task_commits(record: Json, task_id: int) -> list[str]:
             if line.split(" ", 1)[-1].startswith(mark)]
 
 
-def commit_task(team: str, name: str, record: Json, task: Json) -> list[str]:
+def commit_task(team: str, name: str, record: Mapping[str, Any], task: Mapping[str, Any]
+                ) -> list[str]:
     """Commit everything that changed in the worktree for `task`; return the commits the
     task should list that it does not yet (the new one, and any made by a process killed
     before it could record it). No change, no commit."""
@@ -374,14 +376,14 @@ def keep_reason(record: Json) -> str | None:
     return None
 
 
-def release(ws: Workspace, team: str, member: Json | str) -> Json | None:
+def release(ws: Workspace, team: str, member: Mapping[str, Any] | str) -> Json | None:
     """A member leaves for good (removed, or its team deleted): remove its worktree if that
     loses nothing (the branch is kept), else keep it. Journals `worktree_removed` or
     `worktree_kept`, and returns {"path", "branch", "removed", "reason"}; None for a member
     without a worktree. Call it with no lock held."""
     if isinstance(member, str):
         member = roster.get(roster.load(ws, team), member)
-    record = member.get("worktree")
+    record: Any = member.get("worktree")
     if not record:
         return None
     name = str(member["name"])

@@ -7,8 +7,10 @@ does the conversation tail, so each call re-reads the previous call's prefix fro
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
+from teamd import prices
 from teamd.files import Json
 
 KEEP_TOOL_RESULTS = 3  # the most recent tool-result turns are shown in full
@@ -27,7 +29,7 @@ def identity(name: str, team: str, kind: str) -> str:
     return f"You are teammate '{name}' in team '{team}'."
 
 
-def system_prompt(member: Json, team: str, cwd: str) -> str:
+def system_prompt(member: Mapping[str, Any], team: str, cwd: str) -> str:
     """The member's system prompt. Identity first: the scripted server and compaction
     both rely on that line."""
     name, kind = member["name"], member.get("kind", "teammate")
@@ -116,5 +118,4 @@ def with_cache_breakpoints(system: str, tools: list[Json], messages: list[dict[s
 
 def context_size(usage: Json) -> int:
     """The real size of the context: uncached + cache-read + cache-write input tokens."""
-    return int(usage.get("input_tokens") or 0) + int(usage.get("cache_read_input_tokens") or 0) \
-        + int(usage.get("cache_creation_input_tokens") or 0)
+    return prices.input_tokens(usage)

@@ -33,6 +33,7 @@ try:
 except ImportError:  # pragma: no cover - older SDKs
     import httpx  # type: ignore[no-redef]
 
+from teamd import prices
 from teamd.files import Json
 
 log = logging.getLogger(__name__)
@@ -290,11 +291,8 @@ def _reply(response: Any, ms: float) -> Reply:
     return Reply(
         content=[_plain(block.model_dump(exclude_none=True)) for block in response.content],
         stop_reason=response.stop_reason,
-        usage={"input_tokens": usage.input_tokens or 0,
-               "output_tokens": usage.output_tokens or 0,
-               "cache_read_input_tokens": getattr(usage, "cache_read_input_tokens", 0) or 0,
-               "cache_creation_input_tokens":
-                   getattr(usage, "cache_creation_input_tokens", 0) or 0},
+        # an older SDK's Usage may lack the cache fields
+        usage={key: getattr(usage, key, 0) or 0 for key in prices.TOKEN_KEYS},
         ms=ms,
     )
 
@@ -435,8 +433,8 @@ def warm_up() -> None:
 
 def preload() -> None:
     """Ready the supervisor to fork teammates that start warm: import everything a teammate
-    runs, do the SDK's first-use work (`warm_up`), and freeze the heap so each child's
-    garbage collector leaves the pages it shares with the supervisor alone. Called once,
+    runs, do the SDK's first-use work (`warm_up`), and freeze the heap so each member
+    process's garbage collector leaves the pages it shares with the supervisor alone. Called once,
     before the first fork."""
     import gc
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import logging
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -68,7 +68,7 @@ class Blocked(ToolError):
 Handler = Callable[..., ToolResult]
 
 
-def task_line(task: Json) -> str:
+def task_line(task: Mapping[str, Any]) -> str:
     """One compact line for a task: `#2 [pending] owner=- blocked_by=#1: subject`."""
     blocked = ",".join(f"#{b}" for b in task.get("blocked_by") or []) or "-"
     return (f"#{task['id']} [{task['status']}] owner={task.get('owner') or '-'} "
@@ -124,7 +124,7 @@ def task_get(box: Toolbox, task_id: int) -> ToolResult:
 def task_update(box: Toolbox, task_id: int, status: str | None = None,
                 **rest: Any) -> ToolResult:
     config = actions.require_team(box.ws, box.team)
-    task = board.get(box.ws, box.team, task_id)
+    task: Mapping[str, Any] = board.get(box.ws, box.team, task_id)
     owner = actions.task_owner(config, rest.get("owner", board.UNSET))
     # A teammate changes only its own or an unowned task (CONTRACT §8): checked before
     # the task_completed hook and the commit, so its work never lands under another's
@@ -168,7 +168,7 @@ def task_update(box: Toolbox, task_id: int, status: str | None = None,
     return ToolResult(f"updated {task_line(task)}", claimed=claimed)
 
 
-def _commit_work(box: Toolbox, config: Json, task: Json) -> list[str]:
+def _commit_work(box: Toolbox, config: Json, task: Mapping[str, Any]) -> list[str]:
     """A worktree member's commit of what changed for `task` (CONTRACT §13)."""
     me = roster.find(config, box.member)
     record = me.get("worktree") if me else None
@@ -325,9 +325,10 @@ def spawn_teammate(box: Toolbox, name: str, prompt: str, team_name: str, role: s
     gate = " in plan mode (it must get a plan approved before changing anything)" \
         if plan_mode_required else ""
     where = ""
-    if member.get("worktree"):
-        where = (f" in its own worktree {member['worktree']['path']} (branch "
-                 f"{member['worktree']['branch']}; each task it completes is a commit)")
+    tree = member.get("worktree")
+    if tree:
+        where = (f" in its own worktree {tree['path']} (branch "
+                 f"{tree['branch']}; each task it completes is a commit)")
     return ToolResult(f"spawned {member['agent_id']}{gate}{where}; the supervisor starts it. "
                       "Give it work with TaskCreate or SendMessage.")
 

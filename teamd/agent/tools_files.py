@@ -207,7 +207,7 @@ def check_command(command: str) -> None:
 
 def child_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
     """The environment for `bash`: ours, less the API credentials (a tool must never put the
-    key where the model can read it) and the systemd notify/watchdog variables (a child that
+    key where the model can read it) and the systemd notify/watchdog variables (a `bash` that
     wrote to the notify socket would speak for the supervisor)."""
     env = dict(os.environ if environ is None else environ)
     for key in list(env):
@@ -237,6 +237,18 @@ class _Capture:
             self.tail_len += len(data)
             while self.tail_len - len(self.tail[0]) >= self.cap:
                 self.tail_len -= len(self.tail.popleft())
+
+    def read_from(self, fd: int) -> bool:
+        """Add what non-blocking `fd` has now; False at end of file (a tool's output and a
+        hook's stderr are read alike)."""
+        try:
+            data = os.read(fd, 65536)
+        except BlockingIOError:
+            return True
+        if not data:
+            return False
+        self.add(data)
+        return True
 
     def text(self, cap: int) -> str:
         """Decoded output, at most about `cap` characters: head and tail, middle elided."""
@@ -310,7 +322,7 @@ def run_bash(command: str, cwd: Path, timeout: float, cap: int = BASH_CAP,
                 for key, _ in sel.select(wait):
                     if key.data == "exit":
                         exited = True
-                    elif not eof and not _read_some(fd, out):
+                    elif not eof and not out.read_from(fd):
                         eof = True
                         sel.unregister(fd)
                 if pidfd is None and proc.poll() is not None:
@@ -324,7 +336,7 @@ def run_bash(command: str, cwd: Path, timeout: float, cap: int = BASH_CAP,
                 drain_until = time.monotonic() + DRAIN_GRACE
                 while not eof and (left := drain_until - time.monotonic()) > 0:
                     for key, _ in sel.select(left):
-                        if key.data == "out" and not _read_some(fd, out):
+                        if key.data == "out" and not out.read_from(fd):
                             eof = True
     finally:
         # Again, in case an exception cut the watch short; harmless otherwise (bash is not
@@ -337,14 +349,3 @@ def run_bash(command: str, cwd: Path, timeout: float, cap: int = BASH_CAP,
         running.discard(proc.pid)
     return BashOutcome(out.text(cap), None if timed_out else proc.returncode, timed_out)
 
-
-def _read_some(fd: int, out: _Capture) -> bool:
-    """Read what is available; False at end of file."""
-    try:
-        data = os.read(fd, 65536)
-    except BlockingIOError:
-        return True
-    if not data:
-        return False
-    out.add(data)
-    return True

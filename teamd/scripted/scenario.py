@@ -21,6 +21,8 @@ from os import PathLike
 from pathlib import Path
 from typing import Any
 
+from teamd import prices
+
 log = logging.getLogger(__name__)
 
 # The harness writes this line into the system prompt and again at the head of a compacted
@@ -44,12 +46,6 @@ ERROR_TYPES: dict[int, str] = {
 
 STOP_REASONS = frozenset(
     {"end_turn", "tool_use", "max_tokens", "stop_sequence", "pause_turn", "refusal"}
-)
-USAGE_KEYS = (
-    "input_tokens",
-    "output_tokens",
-    "cache_read_input_tokens",
-    "cache_creation_input_tokens",
 )
 
 DEFAULT_REPLY: dict[str, Any] = {"content": [{"type": "text", "text": "Nothing to do."}]}
@@ -706,7 +702,7 @@ def _check_reply(data: Any, where: str) -> dict[str, Any]:
     if usage is not None:
         if not isinstance(usage, dict):
             raise ValueError(f"{where}.usage: must be an object")
-        _check_keys(usage, frozenset(USAGE_KEYS), f"{where}.usage")
+        _check_keys(usage, frozenset(prices.TOKEN_KEYS), f"{where}.usage")
         for key, value in usage.items():
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
                 raise ValueError(f"{where}.usage.{key}: must be an integer >= 0")

@@ -212,7 +212,7 @@ class Cached:
     def __init__(self, ws: Workspace, team: str) -> None:
         self.ws, self.team = ws, team
         self.spec: Json | None = None
-        self.status: dict[str, Json | None] = {}
+        self.status: dict[str, MemberStatus | None] = {}
         self.stale: set[str] = set()
 
     def spec_changed(self) -> None:

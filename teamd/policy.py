@@ -1,6 +1,6 @@
 """Restart policy: what an exit means, backoff delays, the crash-loop limit, which
-sleeping teammates to wake, and when mail wakes an LLM lead. Pure functions of the roster,
-the board and the clock, so the supervisor's loop stays about processes and these rules
+sleeping members mail wakes, and when mail wakes an LLM lead. Pure functions of the roster
+and the clock, so the supervisor's loop stays about processes and these rules
 stay testable on their own.
 """
 
@@ -57,38 +57,14 @@ def status_after_exit(code: int | None, desired: str, supervisor_stopping: bool)
     return "backoff"
 
 
-def sleepers_to_wake(members: list[Json], tasks: list[Json], inbox_waiting: set[str],
-                     live: set[str]) -> list[str]:
-    """Sleeping teammates to fork again: those with mail, a sleeping owner of an owned task
-    that became claimable, and, for each unowned claimable task no idle or starting
-    teammate can take, one more sleeper (lowest join order first)."""
-    by_id = {int(t["id"]): t for t in tasks}
-
-    def unblocked(t: Json) -> bool:
-        return all(by_id.get(int(b), {}).get("status") == "completed" for b in t["blocked_by"])
-
-    sleeping = [m for m in members if m["status"] == "sleeping" and m["desired"] == "running"
-                and m["name"] not in live]
-    wake = [m["name"] for m in sleeping if m["name"] in inbox_waiting]
-    for m in sleeping:
-        if m["name"] in wake or m["kind"] != "teammate":  # a lead never claims
-            continue
-        if any(t["owner"] == m["name"] and t["status"] == "pending" and unblocked(t)
-               for t in tasks):
-            wake.append(m["name"])
-    open_tasks = [t for t in tasks if t["status"] == "pending" and t["owner"] is None
-                  and unblocked(t)]
-    takers = [m for m in members if m["kind"] == "teammate" and m["name"] in live
-              and m["status"] in ("idle", "starting")]
-    spare = len(open_tasks) - len(takers) - sum(1 for m in sleeping if m["name"] in wake
-                                                 and m["kind"] == "teammate")
-    for m in sleeping:
-        if spare <= 0:
-            break
-        if m["name"] not in wake and m["kind"] == "teammate":
-            wake.append(m["name"])
-            spare -= 1
-    return wake
+def sleepers_to_wake(members: list[Json], inbox_waiting: set[str], live: set[str]
+                     ) -> list[str]:
+    """Sleeping members to fork again: those with mail that wakes them (`inbox_waiting`).
+    Work wakes a sleeper through mail too: teamd assigns it a task with `task_assigned`
+    (`teamd.assign`), which lands in its inbox."""
+    return [m["name"] for m in members if m["status"] == "sleeping"
+            and m["desired"] == "running" and m["name"] not in live
+            and m["name"] in inbox_waiting]
 
 
 def team_is_quiet(members: list[Json], live: set[str]) -> bool:

@@ -19,12 +19,15 @@ import signal
 import time
 import traceback
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import psutil
 
-from teamd import __version__, actions, board, events, files, inbox, pidfile, policy, roster
+from teamd import __version__, actions, events, files, inbox, pidfile, policy, roster
+from teamd import assign as assign_mod
 from teamd import settings as settings_mod
+from teamd import wake as wake_mod
 from teamd.deprecations import lookup as model_deprecation
 from teamd.errors import BadInput, TeamdError
 from teamd.files import Json
@@ -50,7 +53,8 @@ log = logging.getLogger(__name__)
 
 SAFETY_INTERVAL = 5.0  # a reconcile at least this often, in case a wakeup was missed
 WAIT_LIVE_INTERVAL = 0.2  # re-check while a previous supervisor's process winds down
-RELEVANT_SUFFIXES = ("config.json", "_inbox.jsonl", ".highwatermark")
+INBOX_SUFFIX = "_inbox.jsonl"
+RELEVANT_SUFFIXES = ("config.json", INBOX_SUFFIX, ".highwatermark")
 #: back-off of a member that cannot start for want of space (CONTRACT §3, §4 "Exits")
 SPACE_RETRY_FIRST, SPACE_RETRY_MAX = 1.0, 30.0
 #: descriptors a fork needs free in teamd (its go pipe, then the roster and journal writes
@@ -83,6 +87,7 @@ class Child:
     term_sent_at: float | None = None
     restarting: bool = False
     aborted: bool = False
+    wake_w: int | None = None  # the write end of its wake pipe (`teamd.wake`), until reaped
 
     @property
     def key(self) -> tuple[str, str]:
@@ -115,6 +120,9 @@ class Supervisor:
         self._pipe: tuple[int, int] | None = None
         self._watcher: Watcher | None = None
         self._lock: Any = None
+        # i10: assignment state per team, and the teams whose roster or spend changed
+        self.boards = assign_mod.Boards(ws)
+        self.roster_touched: set[str] = set()
 
     # -- life cycle ----------------------------------------------------------------------
     def run(self) -> int:
@@ -184,7 +192,11 @@ class Supervisor:
             dirty = True
             drain_fd(self._pipe[0])
         if self._watcher in ready:
-            for name in self._watcher.drain():
+            changes, overflow = self._watcher.drain_events()
+            if overflow:  # events were lost: read the boards again
+                self.boards.reload_all()
+            for folder, name in changes:
+                self.note_change(folder, name)  # i10: pokes, the board index
                 if NAME_RE.fullmatch(name):  # a team folder came or went
                     dirty = True
                     self.watch_team(name)  # before its config.json lands, so none slips
@@ -310,11 +322,20 @@ class Supervisor:
         live = {m["name"] for m in members if (team, m["name"]) in by_member
                 or roster.is_live(m)}
         wake: list[str] = []
-        if not deleting and any(m["status"] == "sleeping" for m in members):
-            tasks = board.list_tasks(self.ws, team)
-            waiting = {m["name"] for m in members if self.has_waking_mail(team, m, members,
-                                                                          live)}
-            wake = policy.sleepers_to_wake(members, tasks, waiting, live)
+        if not deleting:
+            waiting = {m["name"] for m in members if m["status"] == "sleeping"
+                       and self.has_waking_mail(team, m, members, live)}
+            sent, due = self.boards.hand_out(  # i10: claims and sends tasks
+                team, members, live, waiting, reload=self._watcher is None
+                or self._watcher.polling)
+            waiting |= sent
+            if due is not None:
+                self.wake_in(due - time.time())
+            wake = policy.sleepers_to_wake(members, waiting, live)
+        if team in self.roster_touched:  # i10: a paused member, a lead waiting for quiet
+            self.roster_touched.discard(team)
+            self.poke_members(team, wake_mod.roster_pokes(
+                members, live, lambda name: wake_mod.has_mail(self.ws.inbox(team, name))))
         for m in members:
             child = by_member.get((team, m["name"]))
             if child is not None:
@@ -369,6 +390,30 @@ class Supervisor:
         if member.get("kind") != "lead" or member["status"] != "sleeping":
             return bool(waiting)
         return policy.mail_wakes_lead(waiting, members, live, self.conf.lead_wake_on_idle)
+
+    # -- i10: waking members through their pipes; handing out tasks --------------------
+    def note_change(self, folder: Path | None, name: str) -> None:
+        """A file inotify named: poke the member whose inbox it is; keep the board index
+        of its team up to date; remember a roster or spend change for `roster_pokes`."""
+        if folder is None:
+            return
+        if folder in (self.ws.teams_dir, self.ws.tasks_root):
+            self.boards.forget(name)  # a team came or went: its board is new
+            return
+        team = folder.name
+        if folder.parent == self.ws.tasks_root:
+            self.boards.note_file(team, name)
+        elif name.endswith(INBOX_SUFFIX):
+            self.poke_members(team, [name[:-len(INBOX_SUFFIX)]])
+        elif name in ("config.json", "spend.json") or folder.name == "members":
+            self.roster_touched.add(team if folder.name != "members" else folder.parent.name)
+
+    def poke_members(self, team: str, names: list[str]) -> None:
+        for child in self.children.values():
+            if child.team == team and child.name in names and child.wake_w is not None \
+                    and not wake_mod.poke(child.wake_w):
+                wake_mod.close(child.wake_w)  # the member is gone
+                child.wake_w = None
 
     def journal_deprecated_models(self, team: str, members: list[Json]) -> None:
         """`model_deprecated` once per model per start into each team that uses it."""
@@ -467,16 +512,21 @@ class Supervisor:
             self.note_error(team, name, why)
             return
         go_r, go_w = os.pipe2(os.O_CLOEXEC)
+        # i10: without inotify of its own teamd could not poke: the member watches itself
+        pipe = None if self._watcher is None or self._watcher.polling else wake_mod.open_pipe()
         pid = os.fork()
         if pid == 0:  # pragma: no cover - runs in the child
             os.close(go_w)
-            self.child_main(team, name, go_r)
+            self.child_main(team, name, go_r, None if pipe is None else pipe[0])
         os.close(go_r)
+        if pipe is not None:
+            os.close(pipe[0])
         try:
             create_time = psutil.Process(pid).create_time()
         except psutil.Error:
             create_time = time.time()
-        child = Child(team, name, pid, create_time, time.time())
+        child = Child(team, name, pid, create_time, time.time(),
+                      wake_w=None if pipe is None else pipe[1])
         self.children[pid] = child
 
         def record(m: Json, config: Json) -> tuple[str, str] | None:
@@ -534,7 +584,8 @@ class Supervisor:
         self.wake_in(delay)
         return delay
 
-    def child_main(self, team: str, name: str, go_r: int) -> None:  # pragma: no cover
+    def child_main(self, team: str, name: str, go_r: int,
+                   wake_r: int | None = None) -> None:  # pragma: no cover
         code = EXIT_BOOT_ERROR
         try:
             os.setpgid(0, 0)
@@ -542,7 +593,7 @@ class Supervisor:
             reset_signals()
             redirect_stdio(str(self.ws.member_log(team, name)))
             raise_oom_score_adj()
-            close_fds(keep=[go_r])
+            close_fds(keep=[go_r] if wake_r is None else [go_r, wake_r])
             scrub_child_env(os.environ)
             wipe_environ_block(NOTIFY_ENV_KEYS)
             if os.read(go_r, 1) != b"1":
@@ -550,7 +601,7 @@ class Supervisor:
             os.close(go_r)
             from teamd.agent.loop import run_member
 
-            code = run_member(self.ws, team, name, self.conf)
+            code = run_member(self.ws, team, name, self.conf, wake_fd=wake_r)
         except SystemExit as exc:
             code = exc.code if isinstance(exc.code, int) else 1
         except BaseException as exc:
@@ -590,6 +641,7 @@ class Supervisor:
                 break
             child = self.children.pop(pid, None)
             if child is not None:
+                wake_mod.close(child.wake_w)
                 self.record_exit(child, *decode_wait_status(status))
         self.kill_strays()
 
@@ -719,6 +771,7 @@ class Supervisor:
             except ChildProcessError:
                 status = 0
             child = self.children.pop(pid)
+            wake_mod.close(child.wake_w)
             self.record_exit(child, *decode_wait_status(status))
         self.kill_strays()
         try:

@@ -345,6 +345,11 @@ class Boards:
         for team, assigner in self.teams.items():
             assigner.index = BoardIndex.load(self.ws, team)
 
+    def is_given(self, team: str, name: str) -> bool:
+        """`name` was just sent a task and has not been seen at work since."""
+        assigner = self.teams.get(team)
+        return assigner is not None and name in assigner.given
+
     def note_file(self, team: str, name: str) -> None:
         """A file in `.tasks/{team}/` changed: `{id}.json` re-reads that task alone."""
         assigner = self.teams.get(team)

@@ -196,12 +196,12 @@ class Supervisor:
             if overflow:  # events were lost: read the boards again
                 self.boards.reload_all()
             for folder, name in changes:
-                self.note_change(folder, name)  # i10: pokes, the board index
+                handled = self.note_change(folder, name)  # i10: pokes, the board index
                 if NAME_RE.fullmatch(name):  # a team folder came or went
                     dirty = True
                     self.watch_team(name)  # before its config.json lands, so none slips
-                elif name.endswith(RELEVANT_SUFFIXES) or (
-                        name.endswith(".json") and name[:-5].isdigit()):
+                elif not handled and (name.endswith(RELEVANT_SUFFIXES) or (
+                        name.endswith(".json") and name[:-5].isdigit())):
                     dirty = True
         return dirty
 
@@ -392,28 +392,37 @@ class Supervisor:
         return policy.mail_wakes_lead(waiting, members, live, self.conf.lead_wake_on_idle)
 
     # -- i10: waking members through their pipes; handing out tasks --------------------
-    def note_change(self, folder: Path | None, name: str) -> None:
+    def note_change(self, folder: Path | None, name: str) -> bool:
         """A file inotify named: poke the member whose inbox it is; keep the board index
-        of its team up to date; remember a roster or spend change for `roster_pokes`."""
+        of its team up to date; remember a roster or spend change for `roster_pokes`.
+        True when that was all there was to do: mail for a member that is up needs no
+        reconcile (unless it was just given a task: its taking it in is news)."""
         if folder is None:
-            return
+            return False
         if folder in (self.ws.teams_dir, self.ws.tasks_root):
             self.boards.forget(name)  # a team came or went: its board is new
-            return
+            return False
         team = folder.name
         if folder.parent == self.ws.tasks_root:
             self.boards.note_file(team, name)
         elif name.endswith(INBOX_SUFFIX):
-            self.poke_members(team, [name[:-len(INBOX_SUFFIX)]])
+            owner = name[:-len(INBOX_SUFFIX)]
+            return self.poke_members(team, [owner]) and not self.boards.is_given(team, owner)
         elif name in ("config.json", "spend.json") or folder.name == "members":
             self.roster_touched.add(team if folder.name != "members" else folder.parent.name)
+        return False
 
-    def poke_members(self, team: str, names: list[str]) -> None:
+    def poke_members(self, team: str, names: list[str]) -> bool:
+        """Poke the live children among `names`; True if every one of them was poked."""
+        poked = 0
         for child in self.children.values():
-            if child.team == team and child.name in names and child.wake_w is not None \
-                    and not wake_mod.poke(child.wake_w):
-                wake_mod.close(child.wake_w)  # the member is gone
-                child.wake_w = None
+            if child.team == team and child.name in names and child.wake_w is not None:
+                if wake_mod.poke(child.wake_w):
+                    poked += 1
+                else:
+                    wake_mod.close(child.wake_w)  # the member is gone
+                    child.wake_w = None
+        return poked == len(names)
 
     def journal_deprecated_models(self, team: str, members: list[Json]) -> None:
         """`model_deprecated` once per model per start into each team that uses it."""

@@ -24,7 +24,7 @@ from teamd import board, files, inbox, requests
 from teamd.errors import BadInput, TeamdError
 from teamd.files import Json
 from teamd.layout import LEAD, SUPERVISOR, Workspace
-from teamd.wake import has_mail
+from teamd.wake import SETTLE, has_mail
 
 log = logging.getLogger(__name__)
 
@@ -32,9 +32,8 @@ log = logging.getLogger(__name__)
 #: message in and is still idle this long after, it found nothing new in it (its
 #: conversation knew the task) and is free again
 TAKEN_GRACE = 1.0
-#: statuses of a member whose process exists or will (an owner may be handed its task)
-OWNER_STATUSES = ("pending", "starting", "active", "idle", "waiting", "paused", "sleeping",
-                  "backoff")
+#: statuses of a member that may be handed work now or soon
+OWNER_STATUSES = ("starting", "active", "idle", "waiting", "paused", "sleeping")
 
 
 @dataclass
@@ -190,13 +189,18 @@ def takes_work(member: Json) -> bool:
 
 def plan_pending(ws: Workspace, team: str, member: Json) -> bool:
     """A plan of this plan-mode member awaits the lead (CONTRACT §6): it gets no task.
-    Only a plan-mode member's check reads `requests/`."""
+    So does one whose latest plan was rejected: it is revising it, and a task sent now
+    would meet the rejection in the same turn. Only a plan-mode member's check reads
+    `requests/`."""
     if not member.get("plan_mode_required"):
         return False
     joined = member.get("joined_at") or 0
-    return any(r["kind"] == "plan_approval" and r["sender"] == member["name"]
-               and r["status"] == "pending" and (r.get("created_at") or 0) >= joined
-               for r in requests.list_requests(ws, team))
+    plans = [r for r in requests.list_requests(ws, team) if r["kind"] == "plan_approval"
+             and r["sender"] == member["name"] and (r.get("created_at") or 0) >= joined]
+    if not plans:
+        return False
+    latest = max(plans, key=lambda r: r.get("created_at") or 0)
+    return latest["status"] in ("pending", "rejected")
 
 
 @dataclass
@@ -256,21 +260,29 @@ class Assigner:
         return due
 
     def choose(self, members: list[Json], live: set[str], plan_pending: Callable[[str], bool],
-               woken: Iterable[str] = ()) -> list[tuple[int, str]]:
+               has_mail: Callable[[str], bool] = lambda name: False
+               ) -> list[tuple[int, str]]:
         """(task, member) pairs to claim and send, in that order (CONTRACT §5): each
         unblocked task given an owner to that owner; the claimable ones, lowest id first,
         to the idle teammates, longest idle first; what is left, one per task, to the
-        sleepers — those in `woken` (mail wakes them anyway) first, then longest asleep.
-        A member gets one task at a time: each comes as a turn of its own. `live`: members
-        with a process; `plan_pending(name)`: a plan of its awaits the lead."""
+        sleepers, longest asleep first. A member gets one task at a time, and none while
+        mail waits for it (`has_mail`): each comes as a turn of its own, after the mail.
+        `live`: members with a process; `plan_pending(name)`: a plan of its awaits the lead."""
+        if not self.index.ready and not self.index.owned_ready:
+            return []
         order = {m["name"]: i for i, m in enumerate(members)}
         owners = {m["name"]: m for m in members if takes_work(m)
                   and m["desired"] == "running" and m["status"] in OWNER_STATUSES}
         pairs: list[tuple[int, str]] = []
-        busy: set[str] = set(self.given)
+        busy: set[str] = set(self.given) | {m["name"] for m in members if m["status"] in (
+            "idle", "sleeping") and has_mail(m["name"])}
+        # an owner is sent its task when it is idle, or asleep (then woken for it), as any
+        # other task; one at a time, each as a turn of its own
+        waiting = {name for name, m in owners.items() if (m["status"] == "idle") == (
+            name in live) and m["status"] in ("idle", "sleeping")}
         for task_id in sorted(self.index.owned_ready):
             owner = self.index.entries[task_id].owner
-            if owner is not None and owner in owners and owner not in busy \
+            if owner is not None and owner in waiting and owner not in busy \
                     and not plan_pending(owner):
                 pairs.append((task_id, owner))
                 busy.add(owner)
@@ -285,10 +297,8 @@ class Assigner:
                 and not (m["status"] in ("idle", "sleeping") and plan_pending(m["name"]))]
         idle = sorted((m for m in free if m["status"] == "idle" and m["name"] in live), key=since)
         starting = [m for m in free if m["status"] == "starting" and m["name"] in live]
-        woken = set(woken)
         asleep = sorted((m for m in free if m["status"] == "sleeping"
-                         and m["name"] not in live),
-                        key=lambda m: (m["name"] not in woken, *since(m)))
+                         and m["name"] not in live), key=since)
         # a teammate starting (a sleeper woken for mail, a new one) will be idle soon: no
         # sleeper is woken for a task it can take
         tasks = self.index.lowest_ready(len(idle) + len(starting) + len(asleep))
@@ -345,6 +355,24 @@ class Boards:
         for team, assigner in self.teams.items():
             assigner.index = BoardIndex.load(self.ws, team)
 
+    def settling(self, team: str, members: list[Json], now: float) -> tuple[set[str], float]:
+        """Teammates idle for less than SETTLE (as teamd saw them: one that turned idle
+        since the last look counts from now), and in how many seconds the last settles."""
+        assigner = self.teams.get(team)
+        seen = assigner.seen if assigner is not None else {}
+        names: set[str] = set()
+        until = 0.0
+        for m in members:
+            if not takes_work(m) or m["status"] != "idle":
+                continue
+            status, since = seen.get(m["name"], ("", now))
+            if status != "idle":
+                since = now
+            if now - since < SETTLE:
+                names.add(m["name"])
+                until = max(until, since + SETTLE - now)
+        return names, until
+
     def is_given(self, team: str, name: str) -> bool:
         """`name` was just sent a task and has not been seen at work since."""
         assigner = self.teams.get(team)
@@ -364,7 +392,8 @@ class Boards:
                  reload: bool = False) -> tuple[set[str], float | None]:
         """CONTRACT §5 "Assignment": claim (`board.claim`, re-checked under the board lock)
         and then send `task_assigned` for each pair `Assigner.choose` makes; first send
-        again what `Assigner.untold` finds. `woken`: sleepers mail wakes anyway; `reload`:
+        again what `Assigner.untold` finds. `woken`: sleepers mail wakes (they take that
+        first); `reload`:
         no events name the task files (teamd without inotify), so the board is read whole.
         Returns the members sent a task (a sleeper among them is to be woken), and when to
         look again if nothing happens before (`Assigner.observe`)."""
@@ -388,7 +417,8 @@ class Boards:
                     sent.add(name)
             assigner.told.add((task_id, name, claimed_at))
         pairs = assigner.choose(members, live,
-                                lambda n: plan_pending(self.ws, team, by_name[n]), woken)
+                                lambda n: plan_pending(self.ws, team, by_name[n]),
+                                lambda n: n in woken or has_mail(self.ws.inbox(team, n)))
         for task_id, name in pairs:
             try:
                 claimed = board.claim(self.ws, team, name, task_id=task_id)

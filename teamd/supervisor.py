@@ -322,9 +322,15 @@ class Supervisor:
         live = {m["name"] for m in members if (team, m["name"]) in by_member
                 or roster.is_live(m)}
         wake: list[str] = []
+        # i10: a teammate idle for less than wake.SETTLE may still send its idle notice:
+        # the lead's quiet rule counts it as at work until then
+        settling, settled_in = self.boards.settling(team, members, now)
+        if settling:
+            self.wake_in(settled_in)
+        quiet_view = [dict(m, status="active") if m["name"] in settling else m for m in members]
         if not deleting:
             waiting = {m["name"] for m in members if m["status"] == "sleeping"
-                       and self.has_waking_mail(team, m, members, live)}
+                       and self.has_waking_mail(team, m, quiet_view, live)}
             sent, due = self.boards.hand_out(  # i10: claims and sends tasks
                 team, members, live, waiting, reload=self._watcher is None
                 or self._watcher.polling)
@@ -335,7 +341,7 @@ class Supervisor:
         if team in self.roster_touched:  # i10: a paused member, a lead waiting for quiet
             self.roster_touched.discard(team)
             self.poke_members(team, wake_mod.roster_pokes(
-                members, live, lambda name: wake_mod.has_mail(self.ws.inbox(team, name))))
+                quiet_view, live, lambda name: wake_mod.has_mail(self.ws.inbox(team, name))))
         for m in members:
             child = by_member.get((team, m["name"]))
             if child is not None:

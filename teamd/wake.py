@@ -31,6 +31,12 @@ log = logging.getLogger(__name__)
 
 #: what a poke is: the byte says nothing, only that something changed
 POKE = b"!"
+#: s an idle teammate waits for teamd to assign it a task before the lead hears "idle"
+IDLE_NOTICE_GRACE = 1.0
+#: s after a teammate went idle by which its idle notice, if any, has been sent: until
+#: then the lead's quiet rule counts it as still at work (so the lead is woken once, with
+#: every notice, rather than before the last one lands)
+SETTLE = IDLE_NOTICE_GRACE + 0.5
 
 
 # -- the supervisor's side -------------------------------------------------------------------

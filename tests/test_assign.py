@@ -4,9 +4,11 @@ End to end (real teamd, real members): tests/test_assign_e2e.py."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from teamd import actions, board
+from teamd.agent.session import Session
 from teamd.assign import TAKEN_GRACE, Assigner, BoardIndex
 from teamd.layout import Workspace
 
@@ -36,13 +38,14 @@ def live(members: list[dict[str, Any]]) -> set[str]:
 
 
 def choose(tasks: list[dict[str, Any]], members: list[dict[str, Any]], *,
-           pending_plans: frozenset[str] = frozenset(), woken: frozenset[str] = frozenset(),
+           pending_plans: frozenset[str] = frozenset(), mail: frozenset[str] = frozenset(),
            idle_since: dict[str, float] | None = None) -> list[tuple[int, str]]:
     assigner = Assigner(index(*tasks))
     assigner.observe(members, 100.0)
     for name, since in (idle_since or {}).items():
         assigner.seen[name] = (assigner.seen[name][0], since)
-    return assigner.choose(members, live(members), lambda n: n in pending_plans, woken)
+    return assigner.choose(members, live(members), lambda n: n in pending_plans,
+                           lambda n: n in mail)
 
 
 # -- the board index -------------------------------------------------------------------------
@@ -117,11 +120,15 @@ def test_one_sleeper_per_claimable_task_and_only_when_no_one_is_idle() -> None:
     assert choose([t(1), t(2)], members) == [(1, "idler"), (2, "a")]
 
 
-def test_a_sleeper_asleep_longest_goes_first_and_one_woken_for_mail_before_it() -> None:
+def test_a_sleeper_asleep_longest_goes_first() -> None:
     members = [m("a"), m("b"), m("c")]
     assert choose([t(1)], members, idle_since={"a": 30, "b": 20, "c": 10}) == [(1, "c")]
-    assert choose([t(1)], members, woken=frozenset({"b"}), idle_since={"a": 30, "b": 20,
-                                                            "c": 10}) == [(1, "b")]
+
+
+def test_mail_waiting_for_a_member_goes_first_a_task_waits_for_its_turn() -> None:
+    members = [m("a", "idle"), m("b", "idle"), m("c")]
+    assert choose([t(1), t(2, owner="b")], members, mail=frozenset({"a", "b"})) == [(1, "c")]
+    assert choose([t(1)], [m("a"), m("b")], mail=frozenset({"a"})) == [(1, "b")]
 
 
 def test_a_starting_teammate_counts_as_a_taker() -> None:
@@ -150,14 +157,15 @@ def test_a_pending_plan_takes_nothing() -> None:
     assert choose([t(1), t(2, owner="planner")], members) == [(2, "planner"), (1, "other")]
 
 
-def test_an_owned_task_goes_to_its_owner_once_unblocked_asleep_or_at_work() -> None:
+def test_an_owned_task_goes_to_its_owner_once_unblocked_and_idle_or_asleep() -> None:
     blocked = [t(1, status="in_progress", owner="x", blocks=(2,)),
                t(2, owner="b", blocked_by=(1,))]
     assert choose(blocked, [m("a", "idle"), m("b")]) == []
     freed = [t(1, status="completed", owner="x", blocks=(2,)),
              t(2, owner="b", blocked_by=(1,))]
     assert choose(freed, [m("a", "idle"), m("b")]) == [(2, "b")]
-    assert choose(freed, [m("a", "idle"), m("b", "active")]) == [(2, "b")]
+    assert choose(freed, [m("a", "idle"), m("b", "idle")]) == [(2, "b")]
+    assert choose(freed, [m("a", "idle"), m("b", "active")]) == []  # when it is idle
 
 
 def test_an_owner_gets_one_task_at_a_time() -> None:
@@ -217,3 +225,19 @@ def test_in_progress_tasks_of_waiting_teammates_are_told_once_one_at_a_time() ->
     for tid, name, at in assigner.untold(members):
         assigner.told.add((tid, name, at))
     assert assigner.untold(members) == [(2, "a", None)]
+
+
+# -- the teammate's side: a task_assigned it knows is not shown again -------------------------
+def test_the_conversation_knows_when_it_was_handed_a_task(tmp_path: Path) -> None:
+    """A re-sent claim (earlier than the record of it) is old news; a claim made after it
+    (the task released, then assigned anew) is not (loop.Member.assigned_task)."""
+    path = tmp_path / "s.jsonl"
+    session = Session(path)
+    assert session.claimed_at(3) is None
+    handed = session.append({"type": "user", "claimed": 3, "content": [
+        {"type": "text", "text": "<auto-claimed>Task #3: x</auto-claimed>"}]})
+    assert session.claimed_at(3) == handed["ts"]
+    folded = session.append({"type": "compaction", "summary": "s", "known_ids": [],
+                             "claimed_ids": sorted(session.claimed_ids)})
+    assert Session.load(path).claimed_at(3) == folded["ts"] >= handed["ts"]
+    assert Session.load(path).claimed_at(4) is None

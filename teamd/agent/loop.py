@@ -52,8 +52,6 @@ IDLE_HOOK_TURNS = 3  # <hook-feedback> turns in a row before a teammate goes idl
 RETRY_FIRST = 1.0  # the first wait before retrying the model API; doubling to retry_max_wait
 TELL_LEAD_AFTER = 5  # failed tries in a row before the lead hears of retryable trouble
 PLAN_ANSWER_GRACE = 30.0  # s: an answer recorded this long ago whose message never came
-#: s an idle teammate waits for teamd to assign it a task before the lead hears "idle"
-IDLE_NOTICE_GRACE = 1.0
 
 
 class Leave(Exception):
@@ -308,7 +306,7 @@ class Member:
             if self.kind == "lead" and self.holds_idle_notices():
                 new = []  # they stay in the inbox, taken in with the next call
             else:
-                new = self.take_inbox(hide=("shutdown_request",))
+                new = self.take_inbox(hide=("shutdown_request",), tasks=True)
             asks = [m for m in new if m["type"] == "shutdown_request"]
             if asks:
                 return self.approve_shutdown(asks[0]["request_id"], "idle")
@@ -319,14 +317,14 @@ class Member:
                 # Idle only now that nothing is waiting for it: no message, no assigned
                 # task. The status goes first: it is what teamd hands out work on
                 # (CONTRACT §5); the lead hears "idle" only if no task comes within
-                # IDLE_NOTICE_GRACE (else it would hear it between every two tasks). Only a
+                # wake.IDLE_NOTICE_GRACE (else it would hear it between every two tasks). Only a
                 # turn that ended in this process is news: a process woken from sleep or
                 # restarted is not "idle" to the lead. The pipe was drained before the
                 # check: a poke from here on ends the wait below at once.
                 waiting = True
                 self.set_status("idle")
                 if self.kind != "lead" and self.turn_ended:
-                    notice_at = now + IDLE_NOTICE_GRACE
+                    notice_at = now + wake.IDLE_NOTICE_GRACE
                 self.turn_ended = False
             if notice_at is not None and now >= notice_at:
                 notice_at = None
@@ -420,20 +418,19 @@ class Member:
 
     def assigned_task(self, msg: Json) -> Json | None:
         """The task a `task_assigned` hands over, read from its own file alone; None when
-        there is nothing new to tell the model: its conversation knows the task already
-        (teamd re-sends after a restart: a claim and its message are two writes), or the
-        task is no longer this member's to do."""
+        there is nothing new to tell the model: its conversation was handed this claim
+        already (teamd re-sends after a restart: a claim and its message are two writes;
+        a task the model started itself), or the task is no longer this member's to do.
+        A task claimed for it again later (released, then assigned anew) is news."""
         try:
             task_id = int(msg["task_id"])
-        except (TypeError, ValueError):
-            return None
-        if task_id in self.session.claimed_ids:
-            return None
-        try:
             task = board.get(self.ws, self.team, task_id)
-        except TeamdError:
+        except (TypeError, ValueError, TeamdError):
             return None
         if task.get("owner") != self.name or task.get("status") != "in_progress":
+            return None
+        known_at = self.session.claimed_at(task_id)
+        if known_at is not None and known_at >= float(task.get("claimed_at") or 0):
             return None
         return task
 
@@ -453,7 +450,7 @@ class Member:
         return None
 
     # -- inbox and protocols -------------------------------------------------------------
-    def take_inbox(self, hide: tuple[str, ...] = ()) -> list[Json]:
+    def take_inbox(self, hide: tuple[str, ...] = (), tasks: bool = False) -> list[Json]:
         """Drain the inbox into the session (recorded and fsynced before the cut): at most
         BATCH_MESSAGES messages or MAX_CONTENT of content since the model last answered,
         a shutdown_request always. Messages of a type in `hide` are recorded as taken but
@@ -461,7 +458,9 @@ class Member:
         reaches the model as <auto-claimed>Task #N: subject …</auto-claimed>, recorded with
         the task as claimed before the message is recorded as taken (a crash between the
         two leaves the message in the inbox, whose task the session then knows: nothing is
-        shown twice); one for a task the session knows is taken and not returned. While
+        shown twice); one for a task the session knows is taken and not returned. A task
+        comes as a turn of its own, taken only while idle (`tasks`): never in a batch with
+        other messages, nor in the middle of work; it waits in the inbox meanwhile. While
         the session cannot be written nothing is taken: it waits (see `session_stuck`) and
         tries again."""
         try:
@@ -506,10 +505,24 @@ class Member:
         count, content = self.intake()
         attempt = 0
         while True:
+            def hold(m: Json, batch: dict[str, bool] = {"task": False,  # noqa: B006
+                                                          "other": False}) -> bool:
+                """A task alone, first in a batch and while idle; others without one
+                (`batch`: a fresh dict each try, bound as the function is made)."""
+                if m["type"] == "task_assigned":
+                    if not tasks or batch["task"] or batch["other"]:
+                        return True
+                    batch["task"] = True
+                    return False
+                if batch["task"]:
+                    return True
+                batch["other"] = True
+                return False
+
             try:
                 inbox.take(self.ws, self.team, self.name, consume,
                            max_messages=max(0, inbox.BATCH_MESSAGES - count),
-                           max_content=max(0, inbox.MAX_CONTENT - content))
+                           max_content=max(0, inbox.MAX_CONTENT - content), hold=hold)
                 break
             except OSError as exc:  # the inbox is as it was, or what was taken is recorded
                 self.session_stuck(exc, attempt)

@@ -202,8 +202,11 @@ def drain(ws: Workspace, team: str, name: str, consume: Callable[[list[Json]], N
 
 
 def take(ws: Workspace, team: str, name: str, consume: Callable[[list[Json]], None], *,
-         max_messages: int | None = None, max_content: int | None = None) -> files.Sorted:
-    """`drain`, saying also what it refused and how much it left in the inbox."""
+         max_messages: int | None = None, max_content: int | None = None,
+         hold: Callable[[Json], bool] | None = None) -> files.Sorted:
+    """`drain`, saying also what it refused and how much it left in the inbox. `hold`,
+    asked of each message in turn (oldest first), leaves one for a later drain when True
+    (never a shutdown_request)."""
     path = ws.inbox(team, name)
     count = content = 0
     full = False
@@ -215,6 +218,8 @@ def take(ws: Workspace, team: str, name: str, consume: Callable[[list[Json]], No
             (max_content is not None and content + size > max_content)
         if over and msg["type"] != "shutdown_request":
             full = True  # oldest first: nothing later overtakes what is left
+            return False
+        if hold is not None and msg["type"] != "shutdown_request" and hold(msg):
             return False
         count += 1
         content += size

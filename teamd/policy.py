@@ -1,8 +1,8 @@
 """The member's states as a table: what the supervisor does for a member (`decide`), what
 an exit leaves it in (`after_exit`), backoff delays, the crash-loop limit, which sleeping
-teammates to wake, and when mail wakes an LLM lead (CONTRACT §4, §5, §9, §12).
+members mail wakes, and when mail wakes an LLM lead (CONTRACT §4, §5, §9, §12).
 
-Pure functions of the roster, the board, what the supervisor knows of its processes and the
+Pure functions of the roster, what the supervisor knows of its processes and the
 clock: the supervisor's loop only does what they return, and these rules are tested on their
 own. Each edge is commented `# FROM -> TO` the way supervisord's `transition()` comments its
 own.
@@ -237,38 +237,14 @@ def after_exit(member: Json, process: MemberProcess, code: int | None, sig: int 
                    last_error=f"{describe_exit(code, sig)}; restart {restarts} in {delay:g} s")
 
 
-def sleepers_to_wake(members: list[Json], tasks: list[Json], inbox_waiting: set[str],
-                     live: set[str]) -> list[str]:
-    """Sleeping teammates to fork again: those with mail, a sleeping owner of an owned task
-    that became claimable, and, for each unowned claimable task no idle or starting
-    teammate can take, one more sleeper (lowest join order first)."""
-    by_id = {int(t["id"]): t for t in tasks}
-
-    def unblocked(t: Json) -> bool:
-        return all(by_id.get(int(b), {}).get("status") == "completed" for b in t["blocked_by"])
-
-    sleeping = [m for m in members if m["status"] == "sleeping" and m["desired"] == "running"
-                and m["name"] not in live]
-    wake = [m["name"] for m in sleeping if m["name"] in inbox_waiting]
-    for m in sleeping:
-        if m["name"] in wake or m["kind"] != "teammate":  # a lead never claims
-            continue
-        if any(t["owner"] == m["name"] and t["status"] == "pending" and unblocked(t)
-               for t in tasks):
-            wake.append(m["name"])
-    open_tasks = [t for t in tasks if t["status"] == "pending" and t["owner"] is None
-                  and unblocked(t)]
-    takers = [m for m in members if m["kind"] == "teammate" and m["name"] in live
-              and m["status"] in ("idle", "starting")]
-    spare = len(open_tasks) - len(takers) - sum(1 for m in sleeping if m["name"] in wake
-                                                 and m["kind"] == "teammate")
-    for m in sleeping:
-        if spare <= 0:
-            break
-        if m["name"] not in wake and m["kind"] == "teammate":
-            wake.append(m["name"])
-            spare -= 1
-    return wake
+def sleepers_to_wake(members: list[Json], inbox_waiting: set[str], live: set[str]
+                     ) -> list[str]:
+    """Sleeping members to fork again: those with mail that wakes them (`inbox_waiting`).
+    Work wakes a sleeper through mail too: teamd assigns it a task with `task_assigned`
+    (`teamd.assign`), which lands in its inbox."""
+    return [m["name"] for m in members if m["status"] == "sleeping"
+            and m["desired"] == "running" and m["name"] not in live
+            and m["name"] in inbox_waiting]
 
 
 def team_is_quiet(members: list[Json], live: set[str]) -> bool:

@@ -25,7 +25,7 @@ from typing import Protocol
 
 import psutil
 
-from teamd import files
+from teamd import files, wake
 from teamd.layout import Workspace
 from teamd.notify import NOTIFY_ENV_KEYS, scrub_child_env
 from teamd.proc import (
@@ -95,10 +95,11 @@ class MemberProcess:
     restarting: bool = False
     #: never let run (its pid could not be recorded): its exit is nobody's news
     aborted: bool = False
-    #: the write end of its go pipe until the child is let run (or told not to). A pipe
-    #: kept for the process's whole life (to wake it) would sit beside it: made in
-    #: `fork_process`, its read end kept by `child_main`, its write end closed by `close`
+    #: the write end of its go pipe until the child is let run (or told not to)
     go_fd: int | None = None
+    #: the write end of its wake pipe (`teamd.wake`), kept for the process's whole life:
+    #: made in `fork_process`, its read end kept by `child_main`, closed by `close`
+    wake_w: int | None = None
 
     @property
     def key(self) -> tuple[str, str]:
@@ -134,6 +135,8 @@ class MemberProcess:
     def close(self) -> None:
         """It was reaped: close what teamd still holds of it."""
         self._release(b"")
+        fd, self.wake_w = self.wake_w, None
+        wake.close(fd)
 
     def _release(self, word: bytes) -> None:
         fd, self.go_fd = self.go_fd, None
@@ -298,25 +301,30 @@ class Ladder:
 
 # -- forking a member's process --------------------------------------------------------------
 def fork_process(ws: Workspace, team: str, name: str, conf: Settings,
-                 parent_pid: int) -> MemberProcess:
+                 parent_pid: int, *, wake_pipe: bool = True) -> MemberProcess:
     """Fork member `name`'s process. The child waits at its go pipe until `go()` (teamd has
     recorded its pid in the roster; a forked child touches the roster only after that,
-    CONTRACT §4) or `abort()`."""
+    CONTRACT §4) or `abort()`. With `wake_pipe` (teamd watches the files for it) it also
+    gets the read end of a pipe teamd pokes to wake it (`teamd.wake`)."""
     go_r, go_w = os.pipe2(os.O_CLOEXEC)
+    pipe = wake.open_pipe() if wake_pipe else None
     pid = os.fork()
     if pid == 0:  # pragma: no cover - runs in the child
         os.close(go_w)
-        child_main(ws, team, name, conf, parent_pid, go_r)
+        child_main(ws, team, name, conf, parent_pid, go_r, None if pipe is None else pipe[0])
     os.close(go_r)
+    if pipe is not None:
+        os.close(pipe[0])
     try:
         create_time = psutil.Process(pid).create_time()
     except psutil.Error:
         create_time = time.time()
-    return MemberProcess(team, name, pid, create_time, time.time(), go_fd=go_w)
+    return MemberProcess(team, name, pid, create_time, time.time(), go_fd=go_w,
+                         wake_w=None if pipe is None else pipe[1])
 
 
 def child_main(ws: Workspace, team: str, name: str, conf: Settings, parent_pid: int,
-               go_r: int) -> None:  # pragma: no cover - runs in the child
+               go_r: int, wake_r: int | None) -> None:  # pragma: no cover - in the child
     """The forked child: its own process group, death with teamd, clean signals, descriptors
     and environment; then, once let go, the teammate's loop. Never returns."""
     code = EXIT_BOOT_ERROR
@@ -326,7 +334,7 @@ def child_main(ws: Workspace, team: str, name: str, conf: Settings, parent_pid: 
         reset_signals()
         redirect_stdio(str(ws.member_log(team, name)))
         raise_oom_score_adj()
-        close_fds(keep=[go_r])
+        close_fds(keep=[go_r] if wake_r is None else [go_r, wake_r])
         scrub_child_env(os.environ)
         wipe_environ_block(NOTIFY_ENV_KEYS)
         if os.read(go_r, 1) != GO:
@@ -334,7 +342,7 @@ def child_main(ws: Workspace, team: str, name: str, conf: Settings, parent_pid: 
         os.close(go_r)
         from teamd.agent.loop import run_member
 
-        code = run_member(ws, team, name, conf)
+        code = run_member(ws, team, name, conf, wake_fd=wake_r)
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else 1
     except BaseException as exc:

@@ -16,10 +16,13 @@ import os
 import select
 import signal
 import time
+from pathlib import Path
 from typing import Any
 
-from teamd import __version__, actions, board, events, files, inbox, pidfile, policy, roster
+from teamd import __version__, actions, events, files, inbox, pidfile, policy, roster
+from teamd import assign as assign_mod
 from teamd import settings as settings_mod
+from teamd import wake as wake_mod
 from teamd.deprecations import lookup as model_deprecation
 from teamd.errors import BadInput, TeamdError
 from teamd.files import Json
@@ -43,7 +46,7 @@ log = logging.getLogger(__name__)
 
 SAFETY_INTERVAL = 5.0  # a reconcile at least this often, in case a wakeup was missed
 WAIT_LIVE_INTERVAL = 0.2  # re-check while a previous supervisor's process winds down
-RELEVANT_SUFFIXES = ("config.json", "_inbox.jsonl", ".highwatermark")
+INBOX_SUFFIX = "_inbox.jsonl"
 
 
 class Supervisor:
@@ -73,6 +76,11 @@ class Supervisor:
         self._pipe: tuple[int, int] | None = None
         self._watcher: Watcher | None = None
         self._lock: Any = None
+        # assignment state per team, and the teams whose roster or spend changed
+        self.boards = assign_mod.Boards(ws)
+        self.roster_touched: set[str] = set()
+        # each team's roster as last read, re-read only where inotify named a change
+        self.views: dict[str, roster.Cached] = {}
 
     # -- life cycle ----------------------------------------------------------------------
     def run(self) -> int:
@@ -134,12 +142,14 @@ class Supervisor:
             dirty = True
             drain_fd(self._pipe[0])
         if self._watcher in ready:
-            for name in self._watcher.drain():
-                if NAME_RE.fullmatch(name):  # a team folder came or went
-                    dirty = True
+            changes, overflow = self._watcher.drain_events()
+            if overflow:  # events were lost: read the boards and the rosters again
+                self.boards.reload_all()
+                self.views.clear()
+            for folder, name in changes:
+                if folder in (self.ws.teams_dir, self.ws.tasks_root) and NAME_RE.fullmatch(name):
                     self.watch_team(name)  # before its config.json lands, so none slips
-                elif name.endswith(RELEVANT_SUFFIXES) or (
-                        name.endswith(".json") and name[:-5].isdigit()):
+                if self.note_change(folder, name):  # pokes, the board, the cached roster
                     dirty = True
         return dirty
 
@@ -184,7 +194,8 @@ class Supervisor:
 
     def watch_team(self, team: str) -> None:
         assert self._watcher is not None
-        for folder in (self.ws.team_dir(team), self.ws.tasks_dir(team)):
+        for folder in (self.ws.team_dir(team), self.ws.members_dir(team),
+                       self.ws.tasks_dir(team)):
             if folder.is_dir():
                 self._watcher.add(folder)
 
@@ -223,7 +234,10 @@ class Supervisor:
         started or stopped, and the file is left as it is for a person to repair: said once
         in the log, naming the file, and again when it reads again."""
         try:
-            config = roster.load(self.ws, team)
+            view = self.views.get(team)
+            if view is None:
+                view = self.views[team] = roster.Cached(self.ws, team)
+            config = view.load()
         except BadInput:
             raise
         except TeamdError as exc:
@@ -251,11 +265,26 @@ class Supervisor:
         live = {m["name"] for m in members if (team, m["name"]) in by_member
                 or roster.is_live(m)}
         wake: list[str] = []
-        if not deleting and any(m["status"] == "sleeping" for m in members):
-            tasks = board.list_tasks(self.ws, team)
-            waiting = {m["name"] for m in members if self.has_waking_mail(team, m, members,
-                                                                          live)}
-            wake = policy.sleepers_to_wake(members, tasks, waiting, live)
+        # a teammate idle for less than wake.SETTLE may still send its idle notice:
+        # the lead's quiet rule counts it as at work until then
+        settling, settled_in = self.boards.settling(team, members, now)
+        if settling:
+            self.wake_in(settled_in)
+        quiet_view = [dict(m, status="active") if m["name"] in settling else m for m in members]
+        if not deleting:
+            waiting = {m["name"] for m in members if m["status"] == "sleeping"
+                       and self.has_waking_mail(team, m, quiet_view, live)}
+            sent, due = self.boards.hand_out(  # claims and sends tasks
+                team, members, live, waiting, reload=self._watcher is None
+                or self._watcher.polling)
+            waiting |= sent
+            if due is not None:
+                self.wake_in(due - time.time())
+            wake = policy.sleepers_to_wake(members, waiting, live)
+        if team in self.roster_touched:  # a paused member, a lead waiting for quiet
+            self.roster_touched.discard(team)
+            self.poke_members(team, wake_mod.roster_pokes(
+                quiet_view, live, lambda name: wake_mod.has_mail(self.ws.inbox(team, name))))
         for m in members:
             key = (team, m["name"])
             process = by_member.get(key)
@@ -287,6 +316,56 @@ class Supervisor:
         if member.get("kind") != "lead" or member["status"] != "sleeping":
             return bool(waiting)
         return policy.mail_wakes_lead(waiting, members, live, self.conf.lead_wake_on_idle)
+
+    # -- waking members through their pipes; handing out tasks --------------------
+    def note_change(self, folder: Path | None, name: str) -> bool:
+        """A file inotify named: poke the member whose inbox it is; keep the board index
+        and the cached roster of its team up to date (only that file is read again);
+        remember a roster or spend change for `roster_pokes`. True when the change needs a
+        reconcile: mail for a member that is up needs none (unless it was just given a
+        task: its taking it in is news), nor does a spend."""
+        if folder is None:
+            return True
+        if folder in (self.ws.teams_dir, self.ws.tasks_root):
+            self.boards.forget(name)  # a team came or went: its board is new
+            self.views.pop(name, None)
+            return True
+        if folder.parent == self.ws.tasks_root:
+            self.boards.note_file(folder.name, name)
+            return name.endswith(".highwatermark") or (
+                name.endswith(".json") and name[:-5].isdigit())
+        if folder.parent.parent == self.ws.teams_dir:  # members/: one member's live state
+            team = folder.parent.name
+            if name.endswith(".json") and team in self.views:
+                self.views[team].member_changed(name[:-5])
+            self.roster_touched.add(team)
+            return name.endswith(".json")
+        team = folder.name
+        if name.endswith(INBOX_SUFFIX):
+            owner = name[:-len(INBOX_SUFFIX)]
+            return not self.poke_members(team, [owner]) or self.boards.is_given(team, owner)
+        if name in ("config.json", "members"):
+            if name == "members" and self._watcher is not None:
+                self._watcher.add(folder / name)  # made after the team folder was seen
+            if team in self.views:
+                self.views[team].spec_changed()
+            self.roster_touched.add(team)
+            return True
+        if name == "spend.json":
+            self.roster_touched.add(team)
+        return False
+
+    def poke_members(self, team: str, names: list[str]) -> bool:
+        """Poke the live children among `names`; True if every one of them was poked."""
+        poked = 0
+        for process in self.processes.values():
+            if process.team == team and process.name in names and process.wake_w is not None:
+                if wake_mod.poke(process.wake_w):
+                    poked += 1
+                else:
+                    wake_mod.close(process.wake_w)  # the member is gone
+                    process.wake_w = None
+        return poked == len(names)
 
     def journal_deprecated_models(self, team: str, members: list[Json]) -> None:
         """`model_deprecated` once per model per start into each team that uses it."""
@@ -346,11 +425,9 @@ class Supervisor:
     def status_line(self) -> str:
         counts: dict[str, int] = {}
         for team in self.ws.team_names():
-            config: Json | None
-            try:
-                config = roster.load(self.ws, team)
-            except Exception:
-                config = self.rosters.get(team)  # the last good copy
+            # as the last reconcile read it (or the last good copy): a reread of every
+            # member's file for a status line would cost what the cached roster saves
+            config: Json | None = self.rosters.get(team)
             for m in (config or {}).get("members", []):
                 counts[m["status"]] = counts.get(m["status"], 0) + 1
         return format_status(counts)
@@ -378,7 +455,9 @@ class Supervisor:
             log.error("%s/%s: %s", team, name, why)
             self.note_error(team, name, why)
             return
-        process = fork_process(self.ws, team, name, self.conf, self.pid)
+        # without inotify teamd cannot poke: the member then watches for itself (loudly)
+        process = fork_process(self.ws, team, name, self.conf, self.pid, wake_pipe=not (
+            self._watcher is None or self._watcher.polling))
         self.processes[process.pid] = process
 
         def record(m: Json, config: Json) -> tuple[str, str] | None:

@@ -79,6 +79,21 @@ class Watcher:
         except BlockingIOError:
             return []
 
+    def drain_events(self) -> tuple[list[tuple[Path | None, str]], bool]:
+        """(folder, name) of each change since the last call, and whether the kernel's
+        queue overflowed meanwhile (changes were lost: whoever keeps a picture of the
+        files must read them again). Empty when polling."""
+        if self._ino is None:
+            return [], False
+        try:
+            events = self._ino.read(timeout=0)
+        except BlockingIOError:
+            return [], False
+        folders = {wd: folder for folder, wd in self._watched.items()}
+        overflow = inotify_simple.flags.Q_OVERFLOW
+        return ([(folders.get(e.wd), e.name) for e in events if e.name],
+                any(e.mask & overflow for e in events))
+
     def wait(self, timeout: float | None, also: Sequence[int] = ()) -> bool:
         """Block until something changed, a descriptor in `also` is readable (e.g. a
         signal wakeup fd, left for the caller to empty), or `timeout` passed. True if

@@ -385,6 +385,8 @@ def test_idle_notifications_wake_the_lead_as_lead_wake_on_idle_says(
             assert member(ws, TEAM, "lead")["status"] == "idle"
             assert [m["sender"] for m in lead_inbox(ws)] == ["alice"]  # it waits there
         (workdir / "gate-bob").touch()
+        # a notice follows the idle status (teamd may have a task for it first, issue 10)
+        notice_from(ws, "bob", server.requests[since]["received_at"])
         wait_until(lambda: settled(ws), T, "the team to settle again")
         lead_calls = [r for r in server.requests[since:] if r["agent"] == "lead"]
         if mode == "quiet":

@@ -89,98 +89,26 @@ def test_reset_forgets_everything() -> None:
     assert history.delay(CONF) == CONF.backoff_initial
 
 
-# -- sleepers_to_wake --------------------------------------------------------------------
+# -- sleepers_to_wake (mail; tasks: test_assign.py) ---------------------------------
 def m(name: str, status: str = "sleeping", *, desired: str = "running",
       kind: str = "teammate") -> dict[str, Any]:
     return {"name": name, "status": status, "desired": desired, "kind": kind}
 
 
-def t(tid: int, *, status: str = "pending", owner: str | None = None,
-      blocked_by: tuple[int, ...] = ()) -> dict[str, Any]:
-    return {"id": tid, "subject": f"task {tid}", "status": status, "owner": owner,
-            "blocked_by": list(blocked_by), "blocks": []}
-
-
 def test_nothing_to_do_wakes_nobody() -> None:
-    assert sleepers_to_wake([m("a"), m("b")], [], set(), set()) == []
+    assert sleepers_to_wake([m("a"), m("b")], set(), set()) == []
 
 
 def test_mail_wakes_its_owner_only() -> None:
     members = [m("a"), m("b"), m("c", "idle")]
-    assert sleepers_to_wake(members, [], {"b"}, {"c"}) == ["b"]
+    assert sleepers_to_wake(members, {"b"}, {"c"}) == ["b"]
 
 
 def test_mail_does_not_wake_a_stopped_member_or_one_still_running() -> None:
     members = [m("a", desired="stopped"), m("b")]
     # "b" says sleeping but its process is live (a stale status): nothing to fork
-    assert sleepers_to_wake(members, [], {"a", "b"}, {"b"}) == []
+    assert sleepers_to_wake(members, {"a", "b"}, {"b"}) == []
 
 
 def test_mail_wakes_a_sleeping_lead() -> None:
-    assert sleepers_to_wake([m("lead", kind="lead")], [], {"lead"}, set()) == ["lead"]
-
-
-def test_owned_task_that_became_unblocked_wakes_its_owner() -> None:
-    members = [m("a"), m("b")]
-    tasks = [t(1, status="completed", owner="x"), t(2, owner="b", blocked_by=(1,))]
-    assert sleepers_to_wake(members, tasks, set(), set()) == ["b"]
-
-
-def test_owned_task_still_blocked_wakes_nobody() -> None:
-    members = [m("a"), m("b")]
-    tasks = [t(1, status="in_progress", owner="x"), t(2, owner="b", blocked_by=(1,)),
-             t(3, blocked_by=(1,))]
-    assert sleepers_to_wake(members, tasks, set(), set()) == []
-
-
-def test_one_sleeper_per_claimable_task() -> None:
-    members = [m("a"), m("b"), m("c")]
-    assert sleepers_to_wake(members, [t(1)], set(), set()) == ["a"]
-    assert sleepers_to_wake(members, [t(1), t(2)], set(), set()) == ["a", "b"]
-    assert sleepers_to_wake(members, [t(1), t(2), t(3), t(4)], set(), set()) == ["a", "b", "c"]
-
-
-def test_no_sleeper_when_an_idle_teammate_can_take_it() -> None:
-    members = [m("a"), m("b"), m("idler", "idle")]
-    assert sleepers_to_wake(members, [t(1)], set(), {"idler"}) == []
-    # one idle teammate takes one task; the second task needs one sleeper
-    assert sleepers_to_wake(members, [t(1), t(2)], set(), {"idler"}) == ["a"]
-
-
-def test_a_starting_teammate_counts_as_a_taker() -> None:
-    members = [m("a"), m("new", "starting")]
-    assert sleepers_to_wake(members, [t(1)], set(), {"new"}) == []
-
-
-def test_a_stale_idle_status_is_no_taker() -> None:
-    # "idler" says idle but has no process (after a kill -9 of the supervisor)
-    members = [m("a"), m("idler", "idle")]
-    assert sleepers_to_wake(members, [t(1)], set(), set()) == ["a"]
-
-
-def test_busy_teammates_and_leads_take_no_task() -> None:
-    members = [m("lead", kind="lead"), m("busy", "active"), m("a")]
-    assert sleepers_to_wake(members, [t(1)], set(), {"busy"}) == ["a"]
-
-
-def test_a_sleeper_woken_for_mail_also_covers_a_task() -> None:
-    members = [m("a"), m("b")]
-    assert sleepers_to_wake(members, [t(1)], {"b"}, set()) == ["b"]
-    assert sleepers_to_wake(members, [t(1), t(2)], {"b"}, set()) == ["b", "a"]
-
-
-def test_only_claimable_tasks_count() -> None:
-    members = [m("a"), m("b")]
-    tasks = [t(1, status="in_progress", owner="x"), t(2, status="completed", owner="x"),
-             t(3, owner="someone-else"), t(4, blocked_by=(1,))]
-    assert sleepers_to_wake(members, tasks, set(), set()) == []
-
-
-def test_a_sleeping_lead_is_not_woken_for_a_task_it_owns() -> None:
-    """A lead never claims: waking it for an owned task would fork it every idle_timeout."""
-    from teamd.policy import sleepers_to_wake
-
-    lead = {"name": "lead", "kind": "lead", "status": "sleeping", "desired": "running"}
-    task = {"id": 1, "status": "pending", "owner": "lead", "blocked_by": []}
-    assert sleepers_to_wake([lead], [task], set(), set()) == []
-    assert sleepers_to_wake([lead], [task], {"lead"}, set()) == ["lead"]  # mail still does
+    assert sleepers_to_wake([m("lead", kind="lead")], {"lead"}, set()) == ["lead"]

@@ -1,8 +1,9 @@
 """The teammate process: an agent loop on the Messages API, working from its inbox and
 the shared task board (CONTRACT.md sections 3, 4 and 6).
 
-States: active (calling the model, running tools) ↔ idle (waiting on the inbox and the
-board, woken by inotify) → exit 75 after `idle_timeout` (sleeping) or exit 0 after an
+States: active (calling the model, running tools) ↔ idle (waiting on the inbox, woken by
+teamd through the wake pipe, `teamd.wake`; teamd hands out tasks as `task_assigned`)
+→ exit 75 after `idle_timeout` (sleeping) or exit 0 after an
 approved shutdown; active ↔ waiting (a tool call waits for the answer to a permission
 request, §11, still taking in the inbox). Every step is recorded in the session file
 first, so a restart at any moment resumes the same conversation without showing a message
@@ -34,6 +35,7 @@ from teamd import (
     requests,
     roster,
     settings,
+    wake,
 )
 from teamd.agent import context, model
 from teamd.agent.session import INTERRUPTED, Session, compacted_head
@@ -66,22 +68,24 @@ SESSION_RETRY_FIRST, SESSION_RETRY_MAX = 1.0, 30.0
 
 
 def run_member(ws: Workspace, team: str, name: str,
-               conf: settings.Settings | None = None) -> int:
+               conf: settings.Settings | None = None, wake_fd: int | None = None) -> int:
     """Entry point in the forked child. Returns the exit code (0 shutdown, 75 sleep).
-    `conf`: the supervisor's settings in force, kept while teamd.toml is broken."""
+    `conf`: the supervisor's settings in force, kept while teamd.toml is broken.
+    `wake_fd`: the read end of the wake pipe teamd pokes (`teamd.wake`); without one the
+    member watches its files itself, and says so (`wake_fallback`)."""
     logging.basicConfig(level=logging.INFO,
                         format=f"%(asctime)s {name}@{team} %(levelname)s %(message)s")
     for noisy in ("httpx", "httpx2", "anthropic"):  # one INFO line per request otherwise
         logging.getLogger(noisy).setLevel(logging.WARNING)
     try:
-        return Member(ws, team, name, conf).run()
+        return Member(ws, team, name, conf, wake_fd=wake_fd).run()
     except Leave as leaving:
         return leaving.code
 
 
 class Member:
     def __init__(self, ws: Workspace, team: str, name: str,
-                 conf: settings.Settings | None = None) -> None:
+                 conf: settings.Settings | None = None, wake_fd: int | None = None) -> None:
         self.ws, self.team, self.name = ws, team, name
         # a teamd.toml broken since the supervisor last read it keeps the settings in
         # force (CONTRACT §10, §11): a member forked meanwhile must not crash on it
@@ -113,7 +117,11 @@ class Member:
         self.last_context = 0
         self.api_failures = 0  # failed model calls in a row
         self.intake_floor = 0  # session records before this count toward no batch
-        self.watcher: Watcher | None = None
+        self.wake_fd = wake_fd
+        self.waker: wake.MemberWake | None = None
+        # tasks handed to the conversation (claimed_ids) seen finished or given away: the
+        # status writes read only the others' files for `current_task`, never the board
+        self.closed_ids: set[int] = set()
         self.wakeup = -1  # read end of the signal wakeup pipe (see `run`)
         self.api_told: set[str] = set()  # the lead heard of this trouble ("retrying", …)
         self.turn_ended = False  # the model ended a turn in this process: tell the lead
@@ -123,8 +131,9 @@ class Member:
         self.shutdown_asks: list[str] = self.shown_shutdown_asks()
         # a shutdown request that ended a wait for permission: approved after that tool
         self.leaving: str | None = None
-        # the idle watcher also wakes on the roster and the spend (a paused member waits
-        # for its budget to be raised; a lead holding idle notifications, for quiet)
+        # without a wake pipe, the fallback watcher also wakes on the roster and the spend
+        # (a paused member waits for its budget to be raised; a lead holding idle
+        # notifications, for quiet); with one, teamd pokes for those (`wake.roster_pokes`)
         self.watch_roster = False
         self.unpriced_told = False  # last_error named the model with no price, once
         # what `current_task` need not read again: tasks seen let go, and how many of the
@@ -239,13 +248,13 @@ class Member:
 
     def await_permission(self, request_id: str) -> Json:
         """Block, status `waiting`, until permission request `request_id` is answered;
-        return its record. Woken by inotify when the answer lands in the inbox (as a
+        return its record. Woken by teamd when the answer lands in the inbox (as a
         permission_response), never by polling. The inbox is taken in meanwhile; a
         shutdown request ends the wait (rejected, `shutting down`), and so does
         `permission_timeout` (rejected, `timeout`)."""
         self.set_status("waiting")
-        # the idle watcher, kept for the life of the process: a wait costs no inotify
-        # instance of its own (CONTRACT §3: nothing may run out with the size of the team)
+        # the wake pipe, kept for the life of the process: a wait costs no inotify
+        # instance (CONTRACT §3: nothing may run out with the size of the team)
         watcher = self.idle_watcher()
         try:
             while True:  # the watcher is armed before each check: no answer slips past
@@ -278,9 +287,10 @@ class Member:
         return None
 
     def idle(self, claim: bool = True) -> int | None:
-        """Wait for work. None = back to work; an exit code = leave. With `claim` False
-        (after an answer retrying cannot mend) only a message ends the wait: no task is
-        taken, and no sleep, from which work would wake it into the same refusal."""
+        """Wait for work: a message, or a task teamd assigned (`task_assigned`, taken in
+        as <auto-claimed>); the member never scans the board (CONTRACT §5). None = back to
+        work; an exit code = leave. With `claim` False (after an answer retrying cannot
+        mend) there is no sleep, from which work would wake it into the same refusal."""
         deadline = time.monotonic() + self.conf.idle_timeout
         watcher = self.idle_watcher()
         watcher.drain()  # changes made while busy: what they brought is checked below
@@ -289,49 +299,47 @@ class Member:
                 # taken in while idle just before a crash, and not answered yet
                 return self.approve_shutdown(rid, "idle")
         waiting = False
-        while True:  # the watcher is armed before each check: no line slips past
+        notice_at: float | None = None  # when the lead hears "idle", unless work comes
+        while True:  # the pipe is drained before each check: no line slips past
             # a shutdown request taken in here is answered by the harness: recorded as
             # taken, never shown to the model (not even after a restart)
             if self.kind == "lead" and self.holds_idle_notices():
                 new = []  # they stay in the inbox, taken in with the next call
             else:
-                new = self.take_inbox(hide=("shutdown_request",))
+                new = self.take_inbox(hide=("shutdown_request",), tasks=True)
             asks = [m for m in new if m["type"] == "shutdown_request"]
             if asks:
                 return self.approve_shutdown(asks[0]["request_id"], "idle")
             if new:
                 return None
-            if claim and self.kind != "lead":
-                task = self.untold_task()
-                if task is None and not self.plan_pending():
-                    # while a plan of its is pending a member claims nothing (CONTRACT §6)
-                    task = board.claim(self.ws, self.team, self.name)
-                if task is not None:
-                    text = f"<auto-claimed>Task #{task['id']}: {task['subject']}"
-                    if task.get("description"):
-                        text += f"\n{task['description']}"
-                    self.session.append({"type": "user", "claimed": task["id"], "content": [
-                        {"type": "text", "text": text + "</auto-claimed>"}]})
-                    return None
+            now = time.monotonic()
             if not waiting:
-                # Idle only now that nothing is waiting for it: no message, no claimable
-                # task (else the lead would hear "idle" as the member claims its next
-                # task). Only a turn that ended in this process is news: a process woken
-                # from sleep or restarted is not "idle" to the lead. The watcher is armed:
-                # what lands from here on ends the wait below at once.
+                # Idle only now that nothing is waiting for it: no message, no assigned
+                # task. The status goes first: it is what teamd hands out work on
+                # (CONTRACT §5); the lead hears "idle" only if no task comes within
+                # wake.IDLE_NOTICE_GRACE (else it would hear it between every two tasks). Only a
+                # turn that ended in this process is news: a process woken from sleep or
+                # restarted is not "idle" to the lead. The pipe was drained before the
+                # check: a poke from here on ends the wait below at once.
                 waiting = True
-                if self.kind != "lead" and self.turn_ended:
-                    self.tell_lead_idle()
-                self.turn_ended = False
                 self.set_status("idle")
+                if self.kind != "lead" and self.turn_ended:
+                    notice_at = now + wake.IDLE_NOTICE_GRACE
+                self.turn_ended = False
+            if notice_at is not None and now >= notice_at:
+                notice_at = None
+                self.tell_lead_idle()
+            until_notice = None if notice_at is None else notice_at - now
             if not claim:
-                self.wait_on(watcher, None)
+                self.wait_on(watcher, until_notice)
                 continue
-            left = deadline - time.monotonic()
+            left = deadline - now
             if left <= 0:
+                if notice_at is not None:  # an idle_timeout shorter than the grace
+                    self.tell_lead_idle()
                 log.info("idle for %gs: going to sleep", self.conf.idle_timeout)
                 return EXIT_SLEEP
-            self.wait_on(watcher, left)
+            self.wait_on(watcher, left if until_notice is None else min(left, until_notice))
 
     def holds_idle_notices(self) -> bool:
         """An idle LLM lead with `lead_wake_on_idle = "quiet"` is not woken by idle
@@ -357,7 +365,7 @@ class Member:
         self.watch_roster = held
         return held
 
-    def wait_on(self, watcher: Watcher, timeout: float | None) -> None:
+    def wait_on(self, watcher: wake.MemberWake, timeout: float | None) -> None:
         """`watcher.wait(timeout)` that a signal also ends (see `run`): on return to
         Python its handler runs."""
         also = [self.wakeup] if self.wakeup >= 0 else []
@@ -365,24 +373,34 @@ class Member:
         if also:
             drain_fd(self.wakeup)
 
-    def idle_watcher(self) -> Watcher:
-        """inotify on the team folder (the inbox) and the board, armed at the first idle
-        and kept for the life of the process (no set-up or tear-down per wake-up)."""
-        if self.watcher is None:
-            inbox_file = self.inbox_path.name
-            roster_files = (self.ws.config(self.team).name, self.ws.spend(self.team).name)
-            folders = [self.ws.team_dir(self.team), self.ws.tasks_dir(self.team)]
-            if self.kind == "lead":  # holding idle notices, it waits on teammates' statuses
-                folders.append(self.ws.members_dir(self.team))
+    def idle_watcher(self) -> wake.MemberWake:
+        """What every wait of this member blocks on, made at the first wait and kept for
+        the life of the process: teamd's wake pipe, or, without one, an inotify watcher of
+        its own on the team folder (loudly: `wake_fallback`, `last_error`)."""
+        if self.waker is None:
+            self.waker = wake.MemberWake(self.wake_fd, self.own_watcher, self.report_fallback)
+        return self.waker
 
-            def interesting(fname: str) -> bool:
-                if self.watch_roster and (fname in roster_files or (
-                        self.kind == "lead" and fname.endswith(".json"))):
-                    return True
-                return fname == inbox_file or (fname.endswith(".json") and fname[0].isdigit())
+    def own_watcher(self) -> Watcher:
+        """The fallback: inotify on the team folder for the inbox (and, while
+        `watch_roster`, the roster and the spend); a poll where inotify is missing."""
+        inbox_file = self.inbox_path.name
+        roster_files = (self.ws.config(self.team).name, self.ws.spend(self.team).name)
 
-            self.watcher = Watcher(folders, interesting=interesting)
-        return self.watcher
+        folders = [self.ws.team_dir(self.team)]
+        if self.kind == "lead":  # holding idle notices, it waits on teammates' statuses
+            folders.append(self.ws.members_dir(self.team))
+
+        def interesting(fname: str) -> bool:
+            return fname == inbox_file or (self.watch_roster and (
+                fname in roster_files or (self.kind == "lead" and fname.endswith(".json"))))
+
+        return Watcher(folders, interesting=interesting)
+
+    def report_fallback(self, reason: str) -> None:
+        """Never silent (CONTRACT §7): the journal and `last_error` say it, once."""
+        events.emit(self.ws, self.team, "wake_fallback", member=self.name, reason=reason)
+        self.update_member_if_possible(last_error=f"wake fallback: {reason}")
 
     def plan_pending(self) -> bool:
         """A plan of this member's awaits the lead: it claims nothing meanwhile (§6).
@@ -403,24 +421,38 @@ class Member:
                 r.get("resolved_at") or 0) < PLAN_ANSWER_GRACE))
             for r in requests.list_requests(self.ws, self.team))
 
-    def untold_task(self) -> Json | None:
-        """An in-progress task this member owns that its conversation never heard of: a
-        claim made just before a crash (the claim and the session record are two writes),
-        or a task the lead handed over directly. Taking it up first loses no work."""
-        for task in board.list_tasks(self.ws, self.team):
-            if task["owner"] == self.name and task["status"] == "in_progress" \
-                    and int(task["id"]) not in self.session.claimed_ids:
-                return task
-        return None
+    def assigned_task(self, msg: Json) -> Json | None:
+        """The task a `task_assigned` hands over, read from its own file alone; None when
+        there is nothing new to tell the model: its conversation was handed this claim
+        already (teamd re-sends after a restart: a claim and its message are two writes;
+        a task the model started itself), or the task is no longer this member's to do.
+        A task claimed for it again later (released, then assigned anew) is news."""
+        try:
+            task_id = int(msg["task_id"])
+            task = board.get(self.ws, self.team, task_id)
+        except (TypeError, ValueError, TeamdError):
+            return None
+        if task.get("owner") != self.name or task.get("status") != "in_progress":
+            return None
+        known_at = self.session.claimed_at(task_id)
+        if known_at is not None and known_at >= float(task.get("claimed_at") or 0):
+            return None
+        return task
 
     # -- inbox and protocols -------------------------------------------------------------
-    def take_inbox(self, hide: tuple[str, ...] = ()) -> list[Json]:
+    def take_inbox(self, hide: tuple[str, ...] = (), tasks: bool = False) -> list[Json]:
         """Drain the inbox into the session (recorded and fsynced before the cut): at most
         BATCH_MESSAGES messages or MAX_CONTENT of content since the model last answered,
         a shutdown_request always. Messages of a type in `hide` are recorded as taken but
-        never shown to the model: the harness answers them itself. While the session
-        cannot be written nothing is taken: it waits (see `session_stuck`) and tries
-        again."""
+        never shown to the model: the harness answers them itself. A `task_assigned`
+        reaches the model as <auto-claimed>Task #N: subject …</auto-claimed>, recorded with
+        the task as claimed before the message is recorded as taken (a crash between the
+        two leaves the message in the inbox, whose task the session then knows: nothing is
+        shown twice); one for a task the session knows is taken and not returned. A task
+        comes as a turn of its own, taken only while idle (`tasks`): never in a batch with
+        other messages, nor in the middle of work; it waits in the inbox meanwhile. While
+        the session cannot be written nothing is taken: it waits (see `session_stuck`) and
+        tries again."""
         try:
             if self.inbox_path.stat().st_size == 0:
                 # Nothing has landed (a line is one write under the lock, so a size of 0
@@ -441,22 +473,46 @@ class Member:
                     taken.add(mid)
                     new.append(m)
             # no waiting here: the inbox lock is held (senders would wait on us)
-            shown = [m for m in new if m.get("type") not in hide]
-            hidden = [m for m in new if m.get("type") in hide]
+            stale: list[Json] = []
+            for m in new:
+                if m.get("type") != "task_assigned":
+                    continue
+                task = self.assigned_task(m)
+                if task is None:
+                    stale.append(m)
+                    continue
+                self.session.append({"type": "user", "claimed": int(task["id"]), "content": [
+                    {"type": "text", "text": auto_claimed(task)}]}, wait=False)
+            shown = [m for m in new if m.get("type") not in (*hide, "task_assigned")]
+            hidden = [m for m in new if m.get("type") in (*hide, "task_assigned")]
             if hidden:
                 self.session.append({"type": "inbox", "messages": hidden, "hidden": True},
                                     wait=False)
             if shown:
                 self.session.append({"type": "inbox", "messages": shown}, wait=False)
-            fresh.extend(new)
+            fresh.extend(m for m in new if not any(m is s for s in stale))
 
         count, content = self.intake()
         attempt = 0
         while True:
+            def hold(m: Json, batch: dict[str, bool] = {"task": False,  # noqa: B006
+                                                          "other": False}) -> bool:
+                """A task alone, first in a batch and while idle; others without one
+                (`batch`: a fresh dict each try, bound as the function is made)."""
+                if m["type"] == "task_assigned":
+                    if not tasks or batch["task"] or batch["other"]:
+                        return True
+                    batch["task"] = True
+                    return False
+                if batch["task"]:
+                    return True
+                batch["other"] = True
+                return False
+
             try:
                 inbox.take(self.ws, self.team, self.name, consume,
                            max_messages=max(0, inbox.BATCH_MESSAGES - count),
-                           max_content=max(0, inbox.MAX_CONTENT - content))
+                           max_content=max(0, inbox.MAX_CONTENT - content), hold=hold)
                 break
             except OSError as exc:  # the inbox is as it was, or what was taken is recorded
                 self.session_stuck(exc, attempt)
@@ -896,7 +952,6 @@ class Member:
         usage_add = changes.pop("usage_add", None)
         cost_add = changes.pop("cost_add", None)
         current = self.current_task()
-
         charged = False
 
         def change(m: Json) -> tuple[str, str] | None:
@@ -938,6 +993,14 @@ class Member:
         if "status" in changes:
             self.status = changes["status"]
         events.status_changed(self.ws, self.team, self.name, moved)
+
+
+def auto_claimed(task: Json) -> str:
+    """How a task assigned by teamd reaches the model (CONTRACT §6)."""
+    text = f"<auto-claimed>Task #{task['id']}: {task['subject']}"
+    if task.get("description"):
+        text += f"\n{task['description']}"
+    return text + "</auto-claimed>"
 
 
 def _clock(epoch: float) -> str:

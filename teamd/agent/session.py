@@ -112,6 +112,15 @@ class Session:
         self._take(record)
         return record
 
+    def claimed_at(self, task_id: int) -> float | None:
+        """When the conversation was last handed task `task_id` (the record's time; a
+        compaction that keeps it known counts as its own time), or None if never."""
+        for record in reversed(self.records):
+            if record.get("claimed") == task_id or (
+                    record["type"] == "compaction" and task_id in record.get("claimed_ids", [])):
+                return float(record.get("ts") or float("inf"))
+        return float("inf") if task_id in self.claimed_ids else None
+
     @property
     def empty(self) -> bool:
         return not self.records

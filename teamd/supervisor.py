@@ -16,8 +16,9 @@ import os
 import select
 import signal
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from teamd import __version__, actions, events, files, inbox, pidfile, policy, roster
 from teamd import assign as assign_mod
@@ -43,6 +44,8 @@ from teamd.processes import (
 from teamd.watch import Watcher
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 SAFETY_INTERVAL = 5.0  # a reconcile at least this often, in case a wakeup was missed
 WAIT_LIVE_INTERVAL = 0.2  # re-check while a previous supervisor's process winds down
@@ -415,12 +418,38 @@ class Supervisor:
             applied = True
             return roster.set_status(m, status)
 
-        moved = roster.update_member(self.ws, team, name, change)
+        moved = self.update_member(team, name, change)
         if not applied:
             return
         events.status_changed(self.ws, team, name, moved)
         if status == "shutdown":
+            self.release_tasks(team, name)
+
+    # -- what teamd writes of a member: its cached roster forgets the old copy at once, so a
+    # reconcile before the write's inotify event is drained never acts on it
+    def update_member(self, team: str, name: str,
+                      change: Callable[[Json, Json], T]) -> T | None:
+        try:
+            return roster.update_member(self.ws, team, name, change)
+        finally:
+            self.member_written(team, name)
+
+    def update_live(self, team: str, name: str, change: Callable[[Json], T]) -> T | None:
+        try:
+            return roster.update_status(self.ws, team, name, change)
+        finally:
+            self.member_written(team, name)
+
+    def release_tasks(self, team: str, name: str) -> None:
+        try:
             actions.release_tasks(self.ws, team, name)
+        finally:
+            self.member_written(team, name)
+
+    def member_written(self, team: str, name: str) -> None:
+        view = self.views.get(team)
+        if view is not None:
+            view.member_changed(name)
 
     def status_line(self) -> str:
         counts: dict[str, int] = {}
@@ -470,7 +499,7 @@ class Supervisor:
             return roster.set_status(m, "starting") or ("starting", "starting")
 
         try:
-            moved = roster.update_member(self.ws, team, name, record)
+            moved = self.update_member(team, name, record)
         except Exception as exc:
             short = files.out_of_space(exc) or (isinstance(exc, OSError)
                                                  and exc.errno in FD_ERRNOS)
@@ -497,7 +526,7 @@ class Supervisor:
                 m["last_error"] = why
 
         try:
-            roster.update_status(self.ws, team, name, change)
+            self.update_live(team, name, change)
         except Exception as exc:  # short of what it would take: the log has said it
             log.warning("%s/%s: cannot write last_error: %s", team, name, exc)
 
@@ -594,7 +623,7 @@ class Supervisor:
             return roster.set_status(m, outcome.status)
 
         try:
-            moved = roster.update_member(self.ws, team, name, change)
+            moved = self.update_member(team, name, change)
         except Exception:
             log.exception("%s/%s: cannot record its exit", team, name)
             return
@@ -606,7 +635,7 @@ class Supervisor:
                         delay=outcome.delay, restarts=outcome.restarts)
             self.wake_in(outcome.delay or 0.0)
         if outcome.release_tasks:
-            actions.release_tasks(self.ws, team, name)
+            self.release_tasks(team, name)
         if outcome.failed_reason is not None:
             self.tell_failed(team, name, kind, outcome.failed_reason)
 

@@ -10,8 +10,7 @@ Baseline: the seeds' scan-then-write (bench/baselines/seed_board.py): scan the b
 the first unclaimed task, update it under a lock without looking again. Same board files,
 reset between rounds; rounds interleaved so both see the same machine.
 
-(Issue 15 also names "500 tasks to 10 idle members" for the supervisor's assignment, which
-comes with a later issue; this measures claims.)
+("500 tasks to 10 idle members", teamd's own assignment, is bench/bench_assign.py.)
 
     python -m bench.bench_claims [--quick]
 """
@@ -56,20 +55,21 @@ def racer(kind: str, ws: Workspace, name: str, go: multiprocessing.synchronize.E
     out.close()
 
 
-def one_round(kind: str, ws: Workspace, fresh: dict[Path, bytes]) -> tuple[float, int, int]:
+def one_round(kind: str, ws: Workspace, fresh: dict[Path, bytes],
+              racers: int = RACERS) -> tuple[float, int, int]:
     """(claims per second, tasks claimed, double claims) of one race on a fresh board."""
     for path, data in fresh.items():
         path.write_bytes(data)
     go = MP.Event()
-    pipes = [MP.Pipe(duplex=False) for _ in range(RACERS)]
+    pipes = [MP.Pipe(duplex=False) for _ in range(racers)]
     procs = [MP.Process(target=racer, args=(kind, ws, f"r{i:02d}", go, pipes[i][1]))
-             for i in range(RACERS)]
+             for i in range(racers)]
     for p in procs:
         p.start()
     time.sleep(0.3)  # all started and waiting
     start = time.monotonic()
     go.set()
-    claims = [pipes[i][0].recv() for i in range(RACERS)]
+    claims = [pipes[i][0].recv() for i in range(racers)]
     elapsed = time.monotonic() - start
     for p in procs:
         p.join(30)

@@ -27,7 +27,8 @@ from typing import Any
 from bench.common import REPO, Context, cell, commit, dump, fs_type, machine, ratio_cell
 
 # In the order of the table in issue 15.
-BENCHMARKS = ("wake", "spawn", "idle", "append", "claims", "cli", "sleep", "cache", "scale")
+BENCHMARKS = ("wake", "spawn", "idle", "append", "claims", "assign", "cli", "sleep", "cache",
+              "scale")
 GRACE = 30.0  # beyond a benchmark's own limit before its process group is ended
 
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """What idle teammates cost: CPU of teamd + 50 idle teammates, memory of 100.
 
-Ours (forked by a real `teamd run`, waiting on inotify) and the baseline (seed teammates,
+Ours (forked by a real `teamd run`, each waiting on its wake pipe, teamd the one inotify
+watcher) and the baseline (seed teammates,
 fresh interpreters polling inbox and board every second) run side by side, so both windows
 see the same machine; each process's CPU is its own (/proc/PID/task/*/schedstat, exact to
 the nanosecond), so one set does not count against the other. The board holds 20 completed
@@ -27,7 +28,7 @@ from bench.lab import TEAM, Lab, is_from
 from teamd import board
 
 NAME = "idle"
-TITLE = "idle teammates: CPU over 30 s, memory of 100 (forked vs fresh, inotify vs polling)"
+TITLE = "idle teammates: CPU over 30 s, memory of 100 (forked vs fresh, wake pipe vs polling)"
 LIMIT = (420.0, 60.0)
 TASKS = 20
 
@@ -133,9 +134,9 @@ def run(ctx: Context) -> list[Row]:
             f"% of one core, per {window / slices:g} s slice, from each process's own "
             "schedstat while both sets idled side by side. Ours: teamd "
             f"(median {sorted(cpu['teamd'])[len(cpu['teamd']) // 2]:.3f} %) + {cpu_ours} "
-            f"teammates blocked on inotify. Baseline: {cpu_seeds} seed teammates polling "
+            f"teammates blocked on their wake pipes. Baseline: {cpu_seeds} seed teammates polling "
             f"inbox and a {TASKS}-task board every 1 s (no supervisor process).",
-            figure("inotify wake path", "% of a core", together),
+            figure("wake pipe", "% of a core", together),
             figure("1 s polling", "% of a core", cpu["seeds"]),
             compare=cpu_ours == cpu_seeds),
     ]

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Delivery latency: a line in an idle teammate's inbox → its request at the model server.
 
-Ours: one teammate forked by a real `teamd run`, idle (blocked on inotify); each message is
+Ours: one teammate forked by a real `teamd run`, idle (blocked on its wake pipe, which teamd
+pokes); each message is
 appended to its inbox (locked, fsynced) and timed from the moment it has landed until the
 scripted server receives the request carrying it (real `anthropic` SDK, real HTTP). The next
 message goes only once the teammate is idle again.

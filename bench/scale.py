@@ -93,9 +93,9 @@ class Sizes:
 
 
 DEFAULT = Sizes(tasks=[100, 1_000, 10_000, 100_000], team_tasks=[1_000, 100_000], members=10,
-                starts=[10, 100, 300], idle=[10, 300], sleepers=300, logs_mb=60,
+                starts=[10, 100, 300], idle=[10, 300], sleepers=1_000, logs_mb=60,
                 window=20.0, runs=3)
-FULL = replace(DEFAULT, starts=[10, 100, 300, 1_000], sleepers=1_000, window=30.0)
+FULL = replace(DEFAULT, starts=[10, 100, 300, 1_000], window=30.0)
 QUICK = Sizes(tasks=[30, 300], team_tasks=[60], members=2, starts=[2], idle=[2], sleepers=2,
               logs_mb=1, window=1.0, runs=2)
 

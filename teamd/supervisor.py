@@ -266,7 +266,7 @@ class Supervisor:
         members = config["members"]
         self.journal_deprecated_models(team, members)
         live = {m["name"] for m in members if (team, m["name"]) in by_member
-                or roster.is_live(m)}
+                or (self.may_run(m) and roster.is_live(m))}
         wake: list[str] = []
         # a teammate idle for less than wake.SETTLE may still send its idle notice:
         # the lead's quiet rule counts it as at work until then
@@ -291,7 +291,7 @@ class Supervisor:
         for m in members:
             key = (team, m["name"])
             process = by_member.get(key)
-            orphan = roster.process_of(m) if process is None else None
+            orphan = roster.process_of(m) if process is None and self.may_run(m) else None
             held = self.no_space.get(key)
             action = policy.decide(m, process, now, orphan=orphan is not None,
                                    deleting=deleting, wake=m["name"] in wake,
@@ -310,11 +310,21 @@ class Supervisor:
                 self._watcher.remove(self.ws.tasks_dir(team))
             log.info("team_deleted: %s", team)
 
+    @staticmethod
+    def may_run(member: Json) -> bool:
+        """Could a process of an earlier supervisor still be running for `member`? Only
+        while its status says it runs: `sleeping`, `backoff`, `failed`, `shutdown` and
+        `pending` are written once its process has gone. Asking the kernel about the pid of
+        each of a thousand sleepers on every reconcile is what this spares."""
+        return member["status"] in roster.RUNNING_STATUSES
+
     def has_waking_mail(self, team: str, member: Json, members: list[Json],
                         live: set[str]) -> bool:
         """Mail that wakes `member` if it sleeps: any, except that idle notifications
         alone wake a sleeping LLM lead only once the team is quiet (CONTRACT §12); the
         roster change that makes it quiet brings the reconcile that wakes it."""
+        if not wake_mod.has_mail(self.ws.inbox(team, member["name"])):
+            return False  # a stat, not a read: most of a big team sleeps with no mail
         waiting = inbox.peek(self.ws, team, member["name"])
         if member.get("kind") != "lead" or member["status"] != "sleeping":
             return bool(waiting)

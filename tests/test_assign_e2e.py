@@ -17,7 +17,7 @@ import pytest
 from teamd import actions, board, requests
 from teamd.layout import Workspace
 from teamd.scripted import ScriptedServer
-from tests.harness import journal, member, running_teamd, wait_until
+from tests.harness import journal, make_team, member, running_teamd, wait_until
 
 TEAM = "crew"
 T = 20.0
@@ -36,13 +36,6 @@ def server() -> Iterator[ScriptedServer]:
     with ScriptedServer({"rules": [finish_rule()],
                          "default": {"content": [{"type": "text", "text": "Done."}]}}) as srv:
         yield srv
-
-
-@pytest.fixture
-def workdir(tmp_path: Path) -> Path:
-    d = tmp_path / "work"
-    d.mkdir()
-    return d
 
 
 def status(ws: Workspace, name: str) -> str:
@@ -84,9 +77,7 @@ def done(ws: Workspace, *ids: int) -> bool:
 def test_each_task_goes_to_exactly_one_teammate(ws: Workspace, server: ScriptedServer,
                                                 workdir: Path) -> None:
     names = ["alice", "bob", "carol"]
-    actions.create_team(ws, TEAM)
-    for name in names:
-        actions.spawn(ws, TEAM, name, "Wait for work.", cwd=str(workdir))
+    make_team(ws, workdir, *names, prompt="Wait for work.")
     with running_teamd(ws, server.url):
         wait_all(ws, names, "idle")
         for i in range(8):
@@ -108,9 +99,7 @@ def test_each_task_goes_to_exactly_one_teammate(ws: Workspace, server: ScriptedS
 def test_a_new_task_goes_to_the_teammate_idle_longest(ws: Workspace, server: ScriptedServer,
                                                       workdir: Path) -> None:
     names = ["alice", "bob", "carol"]
-    actions.create_team(ws, TEAM)
-    for name in names:
-        actions.spawn(ws, TEAM, name, "Wait for work.", cwd=str(workdir))
+    make_team(ws, workdir, *names, prompt="Wait for work.")
     with running_teamd(ws, server.url):
         wait_all(ws, names, "idle")
         # alice and carol work a little and settle again, in that order: bob, the second to
@@ -132,9 +121,7 @@ def test_a_sleeper_is_woken_only_when_no_teammate_is_idle(
         ws: Workspace, server: ScriptedServer, workdir: Path) -> None:
     server.add_rule(finish_rule(agent="alice", contains="slow job", delay=3.0), first=True)
     names = ["alice", "bob", "carol"]
-    actions.create_team(ws, TEAM)
-    for name in names:
-        actions.spawn(ws, TEAM, name, "Wait for work.", cwd=str(workdir))
+    make_team(ws, workdir, *names, prompt="Wait for work.")
     with running_teamd(ws, server.url, idle_timeout=1):
         wait_all(ws, names, "sleeping")
     with running_teamd(ws, server.url, idle_timeout=60):
@@ -162,9 +149,7 @@ def test_a_task_given_an_owner_reaches_it_once_unblocked(
         ws: Workspace, server: ScriptedServer, workdir: Path, asleep: bool) -> None:
     server.add_rule(finish_rule(agent="alice", delay=1.0), first=True)
     names = ["alice", "bob"]
-    actions.create_team(ws, TEAM)
-    for name in names:
-        actions.spawn(ws, TEAM, name, "Wait for work.", cwd=str(workdir))
+    make_team(ws, workdir, *names, prompt="Wait for work.")
     with running_teamd(ws, server.url, idle_timeout=1 if asleep else 60):
         wait_all(ws, names, "sleeping" if asleep else "idle")
         mark = len(journal(ws, TEAM))

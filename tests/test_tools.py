@@ -46,13 +46,6 @@ CONTRACT_TABLE = [
 
 
 @pytest.fixture
-def workdir(tmp_path: Path) -> Path:
-    d = tmp_path / "work"
-    d.mkdir()
-    return d
-
-
-@pytest.fixture
 def team(ws: Workspace, workdir: Path) -> str:
     actions.create_team(ws, TEAM)
     for name in ("alice", "bob"):

@@ -354,6 +354,18 @@ def notice_from(ws: Workspace, name: str, after: float) -> None:
     wait_until(sent, T, f"{name}'s idle notification")
 
 
+def alice_done_first(ws: Workspace, server: ScriptedServer, workdir: Path) -> int:
+    """Give alice and bob a job each, let alice finish hers (bob's stays held at his gate),
+    and wait for her idle notification; returns how many requests came before the jobs."""
+    since = len(server.requests)
+    for name in ("alice", "bob"):
+        actions.send(ws, TEAM, name, "JOB for you")
+        server.wait_for(asked("JOB for you", name), T)
+    (workdir / "gate-alice").touch()
+    notice_from(ws, "alice", server.requests[since]["received_at"])
+    return since
+
+
 def notices_in(record: dict[str, Any]) -> list[str]:
     """Who the idle notifications of a lead request's new input are from."""
     text = turn_text(record["body"]["messages"][-1])
@@ -367,12 +379,7 @@ def test_idle_notifications_wake_the_lead_as_lead_wake_on_idle_says(
     lead_team(ws, server, workdir)
     with running_teamd(ws, server.url, lead_wake_on_idle=mode):
         wait_until(lambda: settled(ws), T, "the team to settle")
-        since = len(server.requests)
-        for name in ("alice", "bob"):
-            actions.send(ws, TEAM, name, "JOB for you")
-            server.wait_for(asked("JOB for you", name), T)
-        (workdir / "gate-alice").touch()
-        notice_from(ws, "alice", server.requests[since]["received_at"])
+        since = alice_done_first(ws, server, workdir)
         if mode == "each":
             # alice's notice wakes the lead while bob still works
             woken = server.wait_for(lambda r: r["agent"] == "lead", T, since=since)
@@ -404,12 +411,7 @@ def test_a_sleeping_lead_is_woken_by_idle_notices_only_once_the_team_is_quiet(
         for name in ("alice", "bob"):
             wait_until(lambda n=name: roster.find(roster.load(ws, TEAM), n)["status"]
                        in ("idle", "sleeping"), T, f"{name} to rest")
-        since = len(server.requests)
-        for name in ("alice", "bob"):
-            actions.send(ws, TEAM, name, "JOB for you")
-            server.wait_for(asked("JOB for you", name), T)
-        (workdir / "gate-alice").touch()
-        notice_from(ws, "alice", server.requests[since]["received_at"])
+        since = alice_done_first(ws, server, workdir)
         wait_until(lambda: member(ws, TEAM, "alice")["status"] in ("idle", "sleeping"), T,
                    "alice to rest")
         time.sleep(0.5)  # room for a wrong wake-up to show

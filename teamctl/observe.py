@@ -15,7 +15,7 @@ from typing import Any
 
 import psutil
 
-from teamd import board, budget, pidfile, requests, roster, worktrees
+from teamd import board, branches, budget, pidfile, requests, roster, worktrees
 from teamd.files import Json
 from teamd.layout import Workspace
 from teamd.permissions import describe
@@ -77,12 +77,13 @@ def waiting_for(member: Json, records: list[Request]) -> str | None:
 
 
 def branch_facts(member: Json) -> dict[str, Any]:
-    """A worktree member's `branch` and commits `ahead` of its base (both None without one)."""
+    """A worktree member's `branch` and how many of its commits are not merged yet, `ahead`
+    (not reachable from any other local branch: 0 once merged); both None without one."""
     record = member.get("worktree")
     if not record:
         return {"branch": None, "ahead": None}
     try:
-        return {"branch": record["branch"], "ahead": worktrees.ahead(record)}
+        return {"branch": record["branch"], "ahead": branches.member_unmerged(record)}
     except worktrees.GitError:
         return {"branch": record["branch"], "ahead": None}
 

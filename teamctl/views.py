@@ -96,6 +96,10 @@ def render_status(doc: Json, fit: int | None = None) -> str:
         lines.append(f"team {output.paint(t['name'], 'bold')} ({t['state']}) tasks: "
                      f"{c['pending']} pending, {c['in_progress']} in progress, "
                      f"{c['completed']} completed; spent {spend}")
+        trouble = t.get("supervisor_error")
+        if trouble:
+            lines.append(output.paint(f"  teamd error since {output.when(trouble['ts'])}: "
+                                      f"{trouble['reason']}", "red"))
         rows = [member_row(m) for m in t["members"]]
         headers: tuple[str, ...] = HEADERS
         if any(m.get("branch") for m in t["members"]):

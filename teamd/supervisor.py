@@ -29,6 +29,7 @@ from teamd.errors import BadInput, TeamdError
 from teamd.files import Json
 from teamd.layout import LEAD, NAME_RE, SUPERVISOR, USER, Workspace
 from teamd.notify import Notifier, format_status
+from teamd.paging import Pager
 from teamd.policy import Verb
 from teamd.proc import become_subreaper, decode_wait_status, describe_exit, drain_fd
 from teamd.processes import (
@@ -69,6 +70,7 @@ class Supervisor:
         self.models_checked: set[tuple[str, str]] = set()  # (team, model) since this start
         self.rosters: dict[str, Json] = {}  # each team's last roster that parsed
         self.troubles = Troubles(ws)  # teamd's own errors, journaled as supervisor_error
+        self.pager = Pager(ws)  # the person_needed hook
         self.sig_queue: list[int] = []
         self.stopping = False
         self.notifier = Notifier.from_env()
@@ -232,6 +234,7 @@ class Supervisor:
                 config = self.load_roster(team)
                 if config is not None:
                     self.reconcile_team(team, config, by_member, now)
+                    self.pager.check(team, config, self.conf, self.pid)
                 self.troubles.clear(team, troubles.RECONCILE)
             except Exception as exc:
                 if self.troubles.report(team, troubles.RECONCILE, f"cannot reconcile: {exc}"):
@@ -573,6 +576,7 @@ class Supervisor:
         """`pid` was reaped: if it was a member's process, let go of it and record its exit
         (a stray needs nothing more)."""
         process = self.processes.pop(pid, None)
+        self.pager.running.discard(pid)  # a person_needed hook that ended
         if process is not None:
             process.close()
             self.ladder.forget(process)
@@ -582,7 +586,7 @@ class Supervisor:
         """SIGTERM (SIGKILL after stop_timeout) what dead teammates left behind (their
         tools' process groups), which the subreaper flag made our children."""
         now = time.time()
-        for stray in find_strays(self.pid, self.processes):
+        for stray in find_strays(self.pid, [*self.processes, *self.pager.running]):
             self.ladder.terminate(stray, now)
 
     def record_exit(self, process: MemberProcess, code: int | None, sig: int | None) -> None:

@@ -17,7 +17,7 @@ from typing import Annotated, Any
 import click
 import typer
 
-from teamctl import output
+from teamctl import gitviews, output
 from teamd import (
     actions,
     board,
@@ -648,10 +648,7 @@ def remove(team: TeamArg, name: NameArg,
         raise TeamdError(f"{name} is still running after {timeout:g}s")
     gone = actions.remove_member(w, team, name)
     print(f"removed {name} from team {team}")
-    report = gone.get("worktree_report")
-    if report and not report["removed"] and report["reason"] != "already gone":
-        print(f"kept worktree {report['path']} (branch {report['branch']}): "
-              f"{report['reason']}")
+    gitviews.report_release(gone.get("worktree_report"))
 
 
 @app.command()
@@ -1144,7 +1141,7 @@ def delete(team: TeamArg,
     kept = f"; its journal and transcripts are in {archives[-1]}" \
         if archives and not purge else ""
     print(f"deleted team {team}{kept}")
-    _report_kept_worktrees(with_worktrees)
+    gitviews.report_after_delete(with_worktrees)
 
 
 def _delete_pending(w: Workspace, team: str, opened: list[Json]) -> str:
@@ -1152,16 +1149,6 @@ def _delete_pending(w: Workspace, team: str, opened: list[Json]) -> str:
         return f"team {team} is deleted"
     return (f"team {team} is being deleted; {_still_pending(w, team, opened)}; "
             f"`teamctl delete {team}` again waits for it (--force stops everyone)")
-
-
-def _report_kept_worktrees(members: list[Json]) -> None:
-    """One line per worktree the deletion kept (whoever removed the team: this command or
-    the supervisor); the journal archived with the team has `worktree_kept` too."""
-    for m in members:
-        record = m["worktree"]
-        if Path(record["path"]).exists():
-            why = worktrees.keep_reason(record) or "kept"
-            print(f"kept worktree {record['path']} (branch {record['branch']}): {why}")
 
 
 @app.command("diff")
@@ -1176,16 +1163,7 @@ def diff_cmd(team: TeamArg, name: NameArg,
     """
     record = worktrees.worktree_of(actions.require_team(ws(), team), name)
     sys.stdout.write(worktrees.diff(record, stat=stat))
-    _note_uncommitted(record)
-
-
-def _note_uncommitted(record: Json) -> None:
-    """Say so when the member's worktree holds work not committed yet (not in the branch)."""
-    if Path(record["path"]).is_dir():
-        pending = worktrees.uncommitted(record["path"])
-        if pending:
-            print(f"note: {len(pending)} uncommitted file(s) in {record['path']} are not in "
-                  "its branch yet (committed when its task is completed)", file=sys.stderr)
+    gitviews.note_uncommitted(record)
 
 
 @app.command()
@@ -1193,6 +1171,9 @@ def merge(team: TeamArg, name: NameArg,
           into: Annotated[str | None, typer.Option(
               metavar="REF", help="Merge into this local branch (in a temporary worktree) "
               "instead of the repository's checked-out branch.")] = None,
+          delete_branch: Annotated[bool, typer.Option(
+              "--delete-branch", help="Then delete the merged branch (git branch -d), or, "
+              "while the member still works in it, when its worktree goes.")] = False,
           as_json: JsonOpt = False) -> None:
     """Merge a worktree member's branch (git merge --no-ff). Refuses a repository with
     uncommitted changes; a conflict is aborted (exit 1) and its files listed.
@@ -1200,16 +1181,10 @@ def merge(team: TeamArg, name: NameArg,
     \b
     Example:
       teamctl merge api backend --into release
+      teamctl merge api backend --delete-branch
     """
-    config = actions.require_team(ws(), team)
-    done = worktrees.merge(ws(), team, name, into=into)
-    _note_uncommitted(worktrees.worktree_of(config, name))
-    if as_json:
-        output.emit_json(done)
-    elif done["commit"] is None:
-        print(f"{done['into']} already contains {done['branch']}: nothing to merge")
-    else:
-        print(f"merged {done['branch']} into {done['into']}: {done['commit']}")
+    actions.require_team(ws(), team)
+    gitviews.merge(ws(), team, name, into, delete_branch, as_json)
 
 
 @app.command()

@@ -15,7 +15,7 @@ from typing import Any
 
 import psutil
 
-from teamd import board, budget, pidfile, requests, roster, worktrees
+from teamd import board, branches, budget, pidfile, requests, roster, worktrees
 from teamd.files import Json
 from teamd.layout import Workspace
 from teamd.permissions import describe
@@ -77,12 +77,13 @@ def waiting_for(member: Json, records: list[Request]) -> str | None:
 
 
 def branch_facts(member: Json) -> dict[str, Any]:
-    """A worktree member's `branch` and commits `ahead` of its base (both None without one)."""
+    """A worktree member's `branch` and how many of its commits are not merged yet, `ahead`
+    (not reachable from any other local branch: 0 once merged); both None without one."""
     record = member.get("worktree")
     if not record:
         return {"branch": None, "ahead": None}
     try:
-        return {"branch": record["branch"], "ahead": worktrees.ahead(record)}
+        return {"branch": record["branch"], "ahead": branches.member_unmerged(record)}
     except worktrees.GitError:
         return {"branch": record["branch"], "ahead": None}
 
@@ -92,7 +93,8 @@ def status_doc(ws: Workspace, team_names: list[str]) -> Json:
     `cpu_percent`, `pss`, `rss`, `plan_gate`, `pending_requests`, `waiting_for`, `branch`
     and `ahead` (a worktree member's), and `current_task` as the board has it (the lowest
     in-progress task it owns: the board is the truth); each team with its `spent_usd`
-    (spend.json) and `budget_usd`."""
+    (spend.json), `budget_usd` and `supervisor_error` (`{"reason", "ts"}`: teamd's latest
+    error for it that still holds, from teamd.json)."""
     supervisor = pidfile.running(ws)
     teams = []
     for team in team_names:
@@ -112,6 +114,7 @@ def status_doc(ws: Workspace, team_names: list[str]) -> Json:
     facts = measure(procs)
     now = time.time()
     blank = {"cpu_percent": None, "pss": None, "rss": None}
+    troubles = (supervisor or {}).get("errors") or {}  # teamd's own, while they hold
     doc: Json = {"root": str(ws.root), "supervisor": None, "teams": []}
     if supervisor is not None:
         doc["supervisor"] = {**supervisor, **facts.get("@teamd", blank),
@@ -131,6 +134,7 @@ def status_doc(ws: Workspace, team_names: list[str]) -> Json:
         doc["teams"].append({"name": config["name"], "state": config["state"],
                              "description": config.get("description", ""),
                              "spent_usd": budget.spent(ws, config["name"]),
+                             "supervisor_error": troubles.get(config["name"]),
                              "budget_usd": budget.budget_of(config),
                              "tasks": counts, "members": rows})
     return doc

@@ -67,7 +67,7 @@ def member_row(m: Json) -> tuple[Any, ...]:
 
 
 def branch_cell(m: Json) -> str:
-    """A worktree member's branch and how far it is ahead of its base: `teamd/t/n +2`."""
+    """A worktree member's branch and its commits not merged yet: `teamd/t/n +2`."""
     if not m.get("branch"):
         return "-"
     return f"{m['branch']} +{m['ahead']}" if m.get("ahead") is not None else m["branch"]
@@ -96,10 +96,14 @@ def render_status(doc: Json, fit: int | None = None) -> str:
         lines.append(f"team {output.paint(t['name'], 'bold')} ({t['state']}) tasks: "
                      f"{c['pending']} pending, {c['in_progress']} in progress, "
                      f"{c['completed']} completed; spent {spend}")
+        trouble = t.get("supervisor_error")
+        if trouble:
+            lines.append(output.paint(f"  teamd error since {output.when(trouble['ts'])}: "
+                                      f"{trouble['reason']}", "red"))
         rows = [member_row(m) for m in t["members"]]
         headers: tuple[str, ...] = HEADERS
         if any(m.get("branch") for m in t["members"]):
-            # a team working in git worktrees: each member's branch, commits ahead of base
+            # a team working in git worktrees: each member's branch, commits not yet merged
             headers = (*HEADERS[:3], "BRANCH", *HEADERS[3:])
             rows = [(*r[:3], branch_cell(m), *r[3:])
                     for r, m in zip(rows, t["members"], strict=True)]

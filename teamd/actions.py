@@ -104,12 +104,12 @@ def spawn(ws: Workspace, team: str, name: str, prompt: str, *, role: str = "",
     if not prompt or not prompt.strip():
         raise BadInput("a member needs a --prompt")
     inbox.check_content(prompt)
-    workdir = Path(cwd).expanduser() if cwd else ws.root
+    config = require_team(ws, team, accepting=True)  # the LLM lead works in the repository
+    workdir = Path(cwd).expanduser() if cwd else Path(config["repo"]) if lead and config.get(
+        "repo") else ws.root
     if not workdir.is_dir():
         raise BadInput(f"--cwd {str(workdir)!r} is not a directory")
-    config = require_team(ws, team, accepting=True)
-    use_worktree = worktree if worktree is not None else \
-        bool(config.get("worktrees")) and not lead
+    use_worktree = worktree if worktree is not None else bool(config.get("worktrees")) and not lead
     if lead and use_worktree:
         raise BadInput("the lead works in the repository itself: --worktree is for teammates")
     if base is not None and not use_worktree:

@@ -1,7 +1,8 @@
 """Deprecated and retired models, from the table the installed `anthropic` SDK ships.
 
 The SDK keeps `DEPRECATED_MODELS` (model → end-of-life date, e.g. "November 30th, 2026") and
-warns on every call. `teamctl spawn` and `teamd` warn once instead (CONTRACT.md section 12).
+warns on every call. `teamctl spawn` and `teamd` warn once instead (CONTRACT.md section 12):
+teamd in its log and, as `model_deprecated`, in the journal of each team using the model.
 `teamctl` must never import the SDK (it is its fast path), so the table is read from the
 SDK's source text: the package is found with `importlib.util.find_spec` (which executes
 nothing of a top-level package) and the file is parsed with `ast`, never run.
@@ -15,8 +16,13 @@ import functools
 import importlib.util
 import logging
 import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+from teamd import events
+from teamd.layout import Workspace
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +56,21 @@ def lookup(model: str, today: dt.date | None = None) -> Deprecation | None:
     today = dt.date.today() if today is None else today
     return Deprecation(model, day.isoformat() if day else when,
                        retired=day is not None and day <= today)
+
+
+def journal_deprecated(ws: Workspace, team: str, members: Iterable[Mapping[str, Any]],
+                       default: str, checked: set[tuple[str, str]]) -> None:
+    """teamd's warning: `model_deprecated` once per model per start (`checked` remembers)
+    into each team whose members use it, and a line in teamd's log."""
+    for m in members:
+        used = m.get("model") or default
+        if (team, used) in checked:
+            continue
+        checked.add((team, used))
+        found = lookup(used)
+        if found is not None:
+            log.warning("team %s: %s", team, found.warning())
+            events.emit(ws, team, "model_deprecated", model=used, retires=found.retires)
 
 
 @functools.cache

@@ -1,5 +1,6 @@
 """Hooks (CONTRACT.md §11): the shell commands teamd.toml's `[hooks]` runs before a ruled
-tool runs, a task is created or completed, or a teammate goes idle.
+tool runs, a task is created or completed, or a teammate goes idle; and the runner of
+`person_needed`, which `teamd.paging` starts (it never blocks).
 
 A hook runs with `/bin/sh -c` in the member's cwd, in its own process group, the event as
 one JSON object on stdin, `TEAMD_*` variables in its environment and never the API key.
@@ -52,11 +53,16 @@ class Outcome:
 
 def run(ws: Workspace, team: str, member: str, cwd: Path, hook: str, command: str,
         timeout: float, *, tool: str | None = None, tool_input: Json | None = None,
-        task: Json | None = None, groups: set[int] | None = None) -> Outcome:
+        task: Json | None = None, groups: set[int] | None = None,
+        message: Json | None = None) -> Outcome:
     """Run `command` for the event `hook` and journal `hook_run`. Never raises for what the
     hook does (a command that cannot even start counts as a failed hook). `groups` (the
-    member's `Toolbox.groups`) holds the hook's process group while it runs."""
+    member's `Toolbox.groups`) holds the hook's process group while it runs. `message`:
+    the message `person_needed` pages the person for (then the event is `{event, team,
+    message}`, and `hook_run` names its `message_id`)."""
     payload: Json = {"event": hook, "team": team, "member": member, "cwd": str(cwd)}
+    if message is not None:
+        payload = {"event": hook, "team": team, "message": message}
     if tool is not None:
         payload.update(tool=tool, input=tool_input)
     if task is not None:
@@ -78,8 +84,9 @@ def run(ws: Workspace, team: str, member: str, cwd: Path, hook: str, command: st
     if not outcome.blocked and code != 0:
         log.warning("hook %s failed (%s); going on: %s", hook,
                     "timed out" if timed_out else f"exit {code}", outcome.reason[:200])
+    about = {} if message is None else {"message_id": message.get("id")}
     events.emit(ws, team, "hook_run", member=member, hook=hook, exit=code, ms=outcome.ms,
-                blocked=outcome.blocked, timed_out=timed_out)
+                blocked=outcome.blocked, timed_out=timed_out, **about)
     return outcome
 
 

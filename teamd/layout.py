@@ -186,5 +186,9 @@ class Workspace:
         return (self.worktrees_root / validate_name(team, "team name")
                 / validate_name(member, "member name"))
 
+    def paged(self, team: str) -> Path:
+        """The ids of the messages the person_needed hook already ran for (teamd's own)."""
+        return self.team_dir(team) / "person_needed.json"
+
     def team_exists(self, team: str) -> bool:
         return self.config(team).is_file()

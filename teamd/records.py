@@ -38,6 +38,7 @@ class Worktree(TypedDict):
     branch: str
     base: str
     repo: NotRequired[str]
+    delete_branch: NotRequired[bool]  # `merge --delete-branch`: goes with the worktree
 
 
 class MemberStatus(TypedDict):

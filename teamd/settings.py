@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 #: the hooks of CONTRACT §11, in the order `teamctl init` lists them
-HOOKS = ("pre_tool_use", "task_created", "task_completed", "teammate_idle")
+HOOKS = ("pre_tool_use", "task_created", "task_completed", "teammate_idle", "person_needed")
 #: keys that are tables, not flat settings (no TEAMD_ variable, not in `as_toml_table`)
 TABLES = ("permissions", "hooks", "prices")
 #: settings that take one of a few words
@@ -216,7 +216,10 @@ def write_defaults(ws: Workspace, force: bool = False) -> Path:
              + tomli_w.dumps({"permissions": Settings().permissions.as_toml_table()}))
     hooks = ("\n# Shell commands run at these points (exit 0 go on, 2 block with stderr as the\n"
              "# reason, anything else: the hook failed, go on). The event is JSON on stdin.\n"
-             "[hooks]\n" + "".join(f'# {name} = "…"\n' for name in HOOKS))
+             "[hooks]\n" + "".join(f'# {name} = "…"\n' for name in HOOKS[:-1])
+             + "# person_needed: run (never blocking) when a request, a failure or a budget\n"
+             "# lands in your inbox and waits for you: page yourself.\n"
+             '# person_needed = "notify-send teamd \\"$TEAMD_TEAM needs you\\""\n')
     prices = ("\n# Dollars per million tokens, overriding or adding to the built-in prices;\n"
               "# cache writes cost 1.25 x input, cache reads 0.1 x input.\n"
               '[prices]\n# "claude-sonnet-5-5" = {input = 3.0, output = 15.0}\n')

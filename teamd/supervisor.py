@@ -20,15 +20,16 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from teamd import __version__, actions, events, files, inbox, pidfile, policy, roster
+from teamd import __version__, actions, events, files, inbox, pidfile, policy, roster, troubles
 from teamd import assign as assign_mod
 from teamd import settings as settings_mod
 from teamd import wake as wake_mod
-from teamd.deprecations import lookup as model_deprecation
+from teamd.deprecations import journal_deprecated
 from teamd.errors import BadInput, TeamdError
 from teamd.files import Json
 from teamd.layout import LEAD, NAME_RE, SUPERVISOR, USER, Workspace
 from teamd.notify import Notifier, format_status
+from teamd.paging import Pager
 from teamd.policy import Verb
 from teamd.proc import become_subreaper, decode_wait_status, describe_exit, drain_fd
 from teamd.processes import (
@@ -41,6 +42,7 @@ from teamd.processes import (
     fork_process,
     spare_fds,
 )
+from teamd.troubles import Troubles
 from teamd.watch import Watcher
 
 log = logging.getLogger(__name__)
@@ -67,7 +69,8 @@ class Supervisor:
         self.no_space: dict[tuple[str, str], tuple[float, float]] = {}
         self.models_checked: set[tuple[str, str]] = set()  # (team, model) since this start
         self.rosters: dict[str, Json] = {}  # each team's last roster that parsed
-        self.broken: dict[str, str] = {}  # team → why its config.json does not parse
+        self.troubles = Troubles(ws)  # teamd's own errors, journaled as supervisor_error
+        self.pager = Pager(ws)  # the person_needed hook
         self.sig_queue: list[int] = []
         self.stopping = False
         self.notifier = Notifier.from_env()
@@ -193,6 +196,10 @@ class Supervisor:
             log.info("re-read %s", self.ws.settings_file)
         except TeamdError as exc:
             log.error("%s; keeping the settings in force", exc)
+            self.troubles.report_all(self.ws.team_names(), troubles.SETTINGS,
+                                     f"teamd.toml not reloaded, the settings in force kept: {exc}")
+        else:
+            self.troubles.clear_all(troubles.SETTINGS)
         self.notifier.ready(self.status_line())
 
     def watch_team(self, team: str) -> None:
@@ -227,8 +234,11 @@ class Supervisor:
                 config = self.load_roster(team)
                 if config is not None:
                     self.reconcile_team(team, config, by_member, now)
-            except Exception:
-                log.exception("team %s: cannot reconcile; the other teams go on", team)
+                    self.pager.check(team, config, self.conf, self.pid)
+                self.troubles.clear(team, troubles.RECONCILE)
+            except Exception as exc:
+                if self.troubles.report(team, troubles.RECONCILE, f"cannot reconcile: {exc}"):
+                    log.exception("team %s: cannot reconcile; the other teams go on", team)
         self.update_status()
 
     def load_roster(self, team: str) -> Json | None:
@@ -244,8 +254,7 @@ class Supervisor:
         except BadInput:
             raise
         except TeamdError as exc:
-            if self.broken.get(team) != str(exc):
-                self.broken[team] = str(exc)
+            if self.troubles.report(team, troubles.ROSTER, str(exc)):
                 good = self.rosters.get(team)
                 kept = (f"its last good copy ({len(good['members'])} members)" if good
                         else "no earlier copy")
@@ -253,7 +262,7 @@ class Supervisor:
                           "of the team, and leaving the file as it is until it is repaired",
                           team, exc, kept)
             return None
-        if self.broken.pop(team, None) is not None:
+        if self.troubles.clear(team, troubles.ROSTER):
             log.info("team %s: %s reads again", team, self.ws.config(team))
         self.rosters[team] = config
         return config
@@ -264,7 +273,7 @@ class Supervisor:
         deleted once nothing of it runs."""
         deleting = config.get("state") == "deleting"
         members = config["members"]
-        self.journal_deprecated_models(team, members)
+        journal_deprecated(self.ws, team, members, self.conf.model, self.models_checked)
         live = {m["name"] for m in members if (team, m["name"]) in by_member
                 or (self.may_run(m) and roster.is_live(m))}
         wake: list[str] = []
@@ -379,19 +388,6 @@ class Supervisor:
                     wake_mod.close(process.wake_w)  # the member is gone
                     process.wake_w = None
         return poked == len(names)
-
-    def journal_deprecated_models(self, team: str, members: list[Json]) -> None:
-        """`model_deprecated` once per model per start into each team that uses it."""
-        for m in members:
-            used = m.get("model") or self.conf.model
-            if (team, used) in self.models_checked:
-                continue
-            self.models_checked.add((team, used))
-            found = model_deprecation(used)
-            if found is not None:
-                log.warning("team %s: %s", team, found.warning())
-                events.emit(self.ws, team, "model_deprecated", model=used,
-                            retires=found.retires)
 
     def start_member(self, team: str, member: Json, action: policy.Action, now: float) -> None:
         """Do `action` for a member with no process: fork one, wait, or mark it."""
@@ -580,6 +576,7 @@ class Supervisor:
         """`pid` was reaped: if it was a member's process, let go of it and record its exit
         (a stray needs nothing more)."""
         process = self.processes.pop(pid, None)
+        self.pager.running.discard(pid)  # a person_needed hook that ended
         if process is not None:
             process.close()
             self.ladder.forget(process)
@@ -589,7 +586,7 @@ class Supervisor:
         """SIGTERM (SIGKILL after stop_timeout) what dead teammates left behind (their
         tools' process groups), which the subreaper flag made our children."""
         now = time.time()
-        for stray in find_strays(self.pid, self.processes):
+        for stray in find_strays(self.pid, [*self.processes, *self.pager.running]):
             self.ladder.terminate(stray, now)
 
     def record_exit(self, process: MemberProcess, code: int | None, sig: int | None) -> None:

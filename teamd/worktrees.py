@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from teamd import events, files, roster
+from teamd import branches, events, files, roster
 from teamd.errors import BadInput, TeamdError
 from teamd.files import Json
 from teamd.layout import Workspace
@@ -167,17 +167,18 @@ def repo_for_spawn(ws: Workspace, config: Json, cwd: Path) -> Path:
 def add(ws: Workspace, team: str, name: str, repo: Path, base: str | None = None) -> Json:
     """Make `.worktrees/{team}/{name}` on a new branch `teamd/{team}/{name}` at `base`.
 
-    Returns the roster record {path, branch, base, repo}. BadInput (nothing made) when the
-    branch or the folder already exists or `base` names no commit; GitError otherwise.
+    Returns the roster record {path, branch, base, repo}. An existing branch is reused,
+    reset to `base`, when merged (`branches.reuse`); BadInput (nothing made) when it is
+    not, when the folder already exists or `base` names no commit; GitError otherwise.
     """
     branch = branch_name(team, name)
     commit = resolve_commit(repo, base or "HEAD")
-    if branch_exists(repo, branch):
-        raise BadInput(f"branch {branch} already exists in {repo} (delete it with "
-                       f"`git branch -D {branch}` or pick another name)")
     path = ws.worktree(team, name).resolve()
     if path.exists():
         raise BadInput(f"{path} already exists; move it away or pick another name")
+    reused = branch_exists(repo, branch)
+    if reused:
+        branches.reuse(repo, branch, commit)
     try:
         exclude_workspace(ws, repo)
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -186,8 +187,9 @@ def add(ws: Workspace, team: str, name: str, repo: Path, base: str | None = None
     record = {"path": str(path), "branch": branch, "base": commit, "repo": str(repo)}
     # `worktree add -b` in two steps, so that a failure takes back exactly what this call
     # made: creating the ref is atomic, and a racing spawn of the same name fails here
-    made = git(repo, "branch", "--no-track", branch, commit, check=False)
-    if made.returncode != 0:
+    made = git(repo, "branch", "--no-track", branch, commit, check=False) if not reused \
+        else None
+    if made is not None and made.returncode != 0:
         if branch_exists(repo, branch):
             raise BadInput(f"branch {branch} already exists in {repo}")
         raise GitError(f"git branch: {_one_line(made.stderr)}")
@@ -363,16 +365,12 @@ def keep_reason(record: Json) -> str | None:
     if changes:
         return f"uncommitted changes in {_plural(len(changes), 'file')}: " + \
             ", ".join(changes[:5]) + (" …" if len(changes) > 5 else "")
-    repo = repo_of(record)
-    own = f"refs/heads/{record['branch']}"
-    holders = git(repo, "for-each-ref", "--format=%(refname)", "--contains",
-                  record["branch"], "refs/heads/", check=False)
-    if holders.returncode != 0:
+    count = branches.member_unmerged(record)
+    if count is None:
         return f"cannot tell whether {record['branch']} is merged"
-    if not [ref for ref in holders.stdout.split() if ref != own]:
-        count = ahead(record)
-        what = _plural(count, "commit") if count is not None else "commits"
-        return f"branch {record['branch']} has {what} not merged into any other branch"
+    if count:
+        return f"branch {record['branch']} has {_plural(count, 'commit')} not merged into " \
+            "any other branch"
     return None
 
 
@@ -400,6 +398,9 @@ def release(ws: Workspace, team: str, member: Mapping[str, Any] | str) -> Json |
             report["removed"] = True
             events.emit(ws, team, "worktree_removed", member=name, path=record["path"],
                         branch=record["branch"])
+            if record.get("delete_branch"):  # `merge --delete-branch` waited for this
+                report["branch_deleted"] = branches.delete(repo_of(record),
+                                                           record["branch"]) is None
             _drop_empty_parents(ws, team)
             return report
         reason = f"git worktree remove: {_one_line(done.stderr)}"

@@ -116,7 +116,9 @@ def test_spawn_worktree_outside_a_repository_exits_2_and_adds_nothing(
 
 def test_spawn_refuses_an_existing_branch_and_reports_other_git_failures(
         ws: Workspace, repo: Path, team: str) -> None:
-    git(repo, "branch", "teamd/crew/alice")
+    # a branch with a commit no other branch has (a merged one is reused: test_branches.py)
+    work = git(repo, "commit-tree", "HEAD^{tree}", "-p", "HEAD", "-m", "unmerged").strip()
+    git(repo, "branch", "teamd/crew/alice", work)
     before = snapshot(ws)
     done = teamctl_text(ws, "spawn", TEAM, "alice", "--prompt", "w")
     assert done.returncode == 2 and "already exists" in done.stderr

@@ -1,5 +1,7 @@
 """Resources run out (CONTRACT §3 "What a writer leaves", §4 "Exits"): teamd forks no more
-than it can serve, says why in `last_error` and its log, never crashes, never fork-loops.
+than it can serve, says why in `last_error` and its log, never crashes, never fork-loops;
+a fork it has no room to record (a file-size limit, a full disk) is stopped and the member
+held back, never `failed` for want of space (issue 26).
 
 A full filesystem during sends, session appends, task writes and forks:
 tests/test_hostile_disk.py (test_teamctl_on_a_full_disk_says_one_line_and_leaves_nothing_torn,

@@ -15,16 +15,21 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from teamd import events, policy, roster
+from teamd import events, files, policy, roster
 from teamd.files import Json
 from teamd.layout import Workspace
-from teamd.processes import MemberProcess
+from teamd.processes import FD_ERRNOS, MemberProcess
 
 log = logging.getLogger(__name__)
 
 Key = tuple[str, str]  # (team, name)
 #: how the supervisor writes a member (`roster.update_member`, its cached roster told)
 UpdateMember = Callable[[str, str, Callable[[Json, Json], Any]], Any]
+
+
+def short_of_room(exc: BaseException) -> bool:
+    """A write refused for want of space, or for want of descriptors to make it with."""
+    return files.out_of_space(exc) or (isinstance(exc, OSError) and exc.errno in FD_ERRNOS)
 
 
 class Holds:

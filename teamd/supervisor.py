@@ -27,13 +27,12 @@ from teamd import wake as wake_mod
 from teamd.deprecations import lookup as model_deprecation
 from teamd.errors import BadInput, TeamdError
 from teamd.files import Json
-from teamd.holds import Holds
+from teamd.holds import Holds, short_of_room
 from teamd.layout import LEAD, NAME_RE, SUPERVISOR, USER, Workspace
 from teamd.notify import Notifier, format_status
 from teamd.policy import Verb
 from teamd.proc import become_subreaper, decode_wait_status, describe_exit, drain_fd
 from teamd.processes import (
-    FD_ERRNOS,
     FD_HEADROOM,
     Ladder,
     MemberProcess,
@@ -501,22 +500,24 @@ class Supervisor:
                 m["restarts"] = 0
             return roster.set_status(m, "starting") or ("starting", "starting")
 
+        moved: tuple[str, str] | None = None
         try:
             moved = self.update_member(team, name, record)
             if moved is not None:  # a child let run with no room to write would only die
                 events.emit(self.ws, team, "spawned", member=name, pid=process.pid)
         except Exception as exc:
-            if files.out_of_space(exc) or (isinstance(exc, OSError) and exc.errno in FD_ERRNOS):
+            if short_of_room(exc):
                 self.holds.refuse(process, exc)
                 return
-            log.error("%s/%s: cannot record pid %d: %s", team, name, process.pid, exc)
-            moved = None
+            # other trouble: with its pid recorded, the journal is the lesser loss
+            log.error("%s/%s: cannot %s: %s", team, name, "journal its start" if moved
+                      else f"record pid {process.pid}", exc)
         if moved is None:
             process.abort()
             return
         try:
             events.status_changed(self.ws, team, name, moved)
-        except OSError as exc:  # the roster has it: the journal is the lesser loss
+        except OSError as exc:
             log.error("%s/%s: cannot journal its start: %s", team, name, exc)
         finally:
             process.go()
@@ -597,7 +598,7 @@ class Supervisor:
         try:
             moved = self.update_member(team, name, change)
         except Exception as exc:
-            if files.out_of_space(exc):  # unrecorded, it must not be forked again at once
+            if short_of_room(exc):  # unrecorded, it must not be forked again at once
                 self.holds.hold(team, name)
             log.exception("%s/%s: cannot record its exit", team, name)
             return

@@ -22,6 +22,7 @@ import psutil
 
 from teamd import actions, inbox
 from teamd.layout import Workspace
+from teamd.proc import EXIT_NO_SPACE
 from teamd.scripted import ScriptedServer
 from tests import harness
 from tests.faults.faultkit import (
@@ -183,3 +184,30 @@ def test_a_fork_teamd_cannot_record_on_a_full_disk_is_held_back_not_failed(
                 filler.unlink()
             lifted = time.monotonic()
             back_after_the_fault(ws, server, daemon, old, seen, lifted)
+
+
+def test_a_teammate_stopped_by_a_file_size_limit_is_held_back_not_failed(
+        ws: Workspace, server: ScriptedServer, workdir: Path) -> None:
+    """EFBIG met by the teammate itself (its own RLIMIT_FSIZE lowered to 1 KiB, too little
+    for the journal it must append to when mail comes): it exits for want of space
+    (EXIT_NO_SPACE, even with no room left in its log for the traceback), and teamd holds
+    it back and starts it again — not a crash, even with `restart_limit` 0."""
+    server.add_rule({"agent": "alice", "contains": "PING", "reply": send_to_lead("PONG")})
+    harness.make_team(ws, workdir, "alice")
+    with running_teamd(ws, server.url, restart_limit=0) as daemon:
+        wait_status(ws, "alice", "idle")
+        old = harness.live_pid(ws, TEAM, "alice")
+        assert old is not None
+        with statuses_seen(ws, "alice") as seen:
+            proc = psutil.Process(old)
+            proc.rlimit(psutil.RLIMIT_FSIZE, (1024, proc.rlimit(psutil.RLIMIT_FSIZE)[1]))
+            actions.send(ws, TEAM, "alice", "PING")
+            harness.lead_got(ws, lambda msg: msg["content"] == "PONG", "alice's answer", T)
+        m = member(ws, TEAM, "alice")
+        assert m["last_exit"]["code"] == EXIT_NO_SPACE and m["restarts"] == 0, m
+        assert harness.gone(old) and harness.live_pid(ws, TEAM, "alice") not in (None, old)
+        assert "backoff" in seen and "failed" not in seen, seen
+        assert [e["code"] for e in journal(ws, TEAM) if e["event"] == "exited"] == [
+            EXIT_NO_SPACE]
+        assert not [msg for msg in harness.lead_inbox(ws) if msg["type"] == "member_failed"]
+        assert_statuses_true(ws, daemon)

@@ -43,13 +43,13 @@ Json = dict[str, Any]
 MAX_LINE = 1 << 20  # a JSONL line longer than this is refused by readers (CONTRACT §3)
 REJECT_HEAD = 64 * 1024  # how much of an over-long line `*.rejected.jsonl` keeps
 _CHUNK = 1 << 16  # the bounded reader's read size
-#: errors that mean "no room to write": a start or a write that fails with one is retried
-#: later, never counted as a crash (CONTRACT §3, §4 "Exits")
-SPACE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
+#: errors that mean "no room to write" (a full disk, a quota, a file-size limit): a start or
+#: a write that fails with one is retried later, never counted as a crash (CONTRACT §3, §4)
+SPACE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
 
 
 def out_of_space(exc: BaseException) -> bool:
-    """True for a write refused for want of space (ENOSPC, EDQUOT)."""
+    """True for a write refused for want of space (ENOSPC, EDQUOT, EFBIG)."""
     return isinstance(exc, OSError) and exc.errno in SPACE_ERRNOS
 
 

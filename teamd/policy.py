@@ -15,6 +15,7 @@ from collections import deque
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
+from teamd import roster
 from teamd.files import Json
 from teamd.proc import EXIT_NO_SPACE, EXIT_SHUTDOWN, EXIT_SLEEP, describe_exit
 from teamd.settings import Settings
@@ -192,6 +193,28 @@ class Outcome:
         """It will not come back by itself: its tasks go back to the board."""
         return self.status in ("shutdown", "failed")
 
+    def write(self, member: Json) -> tuple[str, str] | None:
+        """Write the outcome into `member`'s live fields; (from, to) if its status moved."""
+        member["restarts"] = self.restarts
+        if self.restart_at is not None:
+            member["restart_at"] = self.restart_at
+        if self.last_error is not None:
+            member["last_error"] = self.last_error
+        return roster.set_status(member, self.status)
+
+
+def held_for_space(member: Json, now: float, delay: float, why: str, *,
+                   history: CrashHistory) -> Outcome:
+    """A member held back `delay` s for want of space, `why` in its `last_error`: its
+    restarts and crash history stay as they were (CONTRACT §4 "Exits": a start that fails
+    for want of space, in the child or in teamd recording it, never counts toward
+    restart_limit and never ends in `failed`)."""
+    # STARTING / RUNNING -> BACKOFF(held): retried when the hold runs out, never counted
+    return Outcome("backoff", restarts=int(member.get("restarts") or 0), history=history,
+                   restart_at=now + delay, delay=delay, held_for_space=True,
+                   last_error=f"held back for want of space: {why}; starting again in "
+                              f"{delay:g} s")
+
 
 def after_exit(member: Json, process: MemberProcess, code: int | None, sig: int | None,
                now: float, conf: Settings, *, history: CrashHistory,
@@ -215,12 +238,8 @@ def after_exit(member: Json, process: MemberProcess, code: int | None, sig: int 
         # IDLE -> SLEEPING (exit 75); RUNNING -> PENDING (teamd itself is stopping)
         return Outcome(status, restarts=restarts, history=history)
     if code == EXIT_NO_SPACE and sig is None:
-        # RUNNING -> BACKOFF(held): stopped for want of space; retried, never counted
-        delay = space_delay(space_held, now)
-        return Outcome("backoff", restarts=restarts, history=history,
-                       restart_at=now + delay, delay=delay, held_for_space=True,
-                       last_error=f"stopped for want of space (see its log); starting "
-                                  f"again in {delay:g} s")
+        return held_for_space(member, now, space_delay(space_held, now),
+                              "it stopped for want of space (see its log)", history=history)
     crashes = history.copy()
     crashes.record(now, now - process.started_at, conf)
     restarts += 1

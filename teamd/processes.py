@@ -12,6 +12,7 @@ fork and when to end is `policy`'s; the loop that does it is the supervisor's.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import logging
 import os
@@ -346,8 +347,9 @@ def child_main(ws: Workspace, team: str, name: str, conf: Settings, parent_pid: 
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else 1
     except BaseException as exc:
-        traceback.print_exc()
         code = EXIT_NO_SPACE if files.out_of_space(exc) else 1
+        with contextlib.suppress(OSError):  # its log may be out of room too: the code says it
+            traceback.print_exc()
     finally:
         try:
             logging.shutdown()

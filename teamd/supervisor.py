@@ -27,13 +27,13 @@ from teamd import wake as wake_mod
 from teamd.deprecations import journal_deprecated
 from teamd.errors import BadInput, TeamdError
 from teamd.files import Json
+from teamd.holds import Holds, short_of_room
 from teamd.layout import LEAD, NAME_RE, SUPERVISOR, USER, Workspace
 from teamd.notify import Notifier, format_status
 from teamd.paging import Pager
 from teamd.policy import Verb
 from teamd.proc import become_subreaper, decode_wait_status, describe_exit, drain_fd
 from teamd.processes import (
-    FD_ERRNOS,
     FD_HEADROOM,
     Ladder,
     MemberProcess,
@@ -65,8 +65,7 @@ class Supervisor:
         self.processes: dict[int, MemberProcess] = {}  # pid → the member process we forked
         self.ladder = Ladder()  # what we are ending: SIGTERM, then SIGKILL after stop_timeout
         self.crashes: dict[tuple[str, str], policy.CrashHistory] = {}
-        # (team, name) → (no fork before, last delay): members held back for want of space
-        self.no_space: dict[tuple[str, str], tuple[float, float]] = {}
+        self.holds = Holds(ws, self.update_member, self.wake_in)  # held for want of room
         self.models_checked: set[tuple[str, str]] = set()  # (team, model) since this start
         self.rosters: dict[str, Json] = {}  # each team's last roster that parsed
         self.troubles = Troubles(ws)  # teamd's own errors, journaled as supervisor_error
@@ -301,10 +300,9 @@ class Supervisor:
             key = (team, m["name"])
             process = by_member.get(key)
             orphan = roster.process_of(m) if process is None and self.may_run(m) else None
-            held = self.no_space.get(key)
             action = policy.decide(m, process, now, orphan=orphan is not None,
                                    deleting=deleting, wake=m["name"] in wake,
-                                   held_until=held[0] if held else 0.0)
+                                   held_until=self.holds.until(key))
             if process is not None:
                 self.stop_process(process, action.verb, now)
             elif orphan is not None and action.verb is Verb.END_ORPHAN:
@@ -440,12 +438,6 @@ class Supervisor:
         finally:
             self.member_written(team, name)
 
-    def update_live(self, team: str, name: str, change: Callable[[Json], T]) -> T | None:
-        try:
-            return roster.update_status(self.ws, team, name, change)
-        finally:
-            self.member_written(team, name)
-
     def release_tasks(self, team: str, name: str) -> None:
         try:
             actions.release_tasks(self.ws, team, name)
@@ -477,18 +469,18 @@ class Supervisor:
     def spawn_process(self, team: str, name: str, reset: bool = False) -> None:
         """Fork a member's process; record its pid in the roster; only then let it run.
 
-        A fork that cannot be recorded for want of space is stopped (it sees its go pipe
-        close) and the member held back (`hold_for_space`): never a fork loop, and never a
-        crash counted toward `restart_limit`."""
+        A fork that cannot be recorded (its pid, its start in the journal) for want of
+        space is stopped (it sees its go pipe close) and the member held back (`Holds`):
+        never a fork loop, and never a crash counted toward `restart_limit`."""
         fds = spare_fds()
         if fds is not None and fds[0] < FD_HEADROOM:
             # a fork it could not record would be stopped and tried again at once: fork
             # only what it can serve, and say why not
-            delay = self.hold_for_space(team, name)
+            delay = self.holds.hold(team, name)
             why = (f"teamd is short of file descriptors ({fds[0]} free of RLIMIT_NOFILE "
                    f"{fds[1]}): not starting it; trying again in {delay:g} s")
             log.error("%s/%s: %s", team, name, why)
-            self.note_error(team, name, why)
+            self.holds.note(team, name, why)
             return
         # without inotify teamd cannot poke: the member then watches for itself (loudly)
         process = fork_process(self.ws, team, name, self.conf, self.pid, wake_pipe=not (
@@ -504,48 +496,28 @@ class Supervisor:
                 m["restarts"] = 0
             return roster.set_status(m, "starting") or ("starting", "starting")
 
+        moved: tuple[str, str] | None = None
         try:
             moved = self.update_member(team, name, record)
+            if moved is not None:  # a child let run with no room to write would only die
+                events.emit(self.ws, team, "spawned", member=name, pid=process.pid)
         except Exception as exc:
-            short = files.out_of_space(exc) or (isinstance(exc, OSError)
-                                                 and exc.errno in FD_ERRNOS)
-            retry = self.hold_for_space(team, name) if short else None
-            log.error("%s/%s: cannot record pid %d: %s%s", team, name, process.pid, exc,
-                      f"; trying again in {retry:g} s" if retry else "")
-            moved = None
+            if short_of_room(exc):
+                self.holds.refuse(process, exc)
+                return
+            # other trouble: with its pid recorded, the journal is the lesser loss
+            log.error("%s/%s: cannot %s: %s", team, name, "journal its start" if moved
+                      else f"record pid {process.pid}", exc)
         if moved is None:
             process.abort()
             return
         try:
-            events.emit(self.ws, team, "spawned", member=name, pid=process.pid)
             events.status_changed(self.ws, team, name, moved)
-        except OSError as exc:  # the roster has it: the journal is the lesser loss
+        except OSError as exc:
             log.error("%s/%s: cannot journal its start: %s", team, name, exc)
         finally:
             process.go()
         log.info("spawned %s/%s pid %d", team, name, process.pid)
-
-    def note_error(self, team: str, name: str, why: str) -> None:
-        """`last_error` of a member with no process, when it can be written."""
-        def change(m: Json) -> None:
-            if not roster.is_live(m):
-                m["last_error"] = why
-
-        try:
-            self.update_live(team, name, change)
-        except Exception as exc:  # short of what it would take: the log has said it
-            log.warning("%s/%s: cannot write last_error: %s", team, name, exc)
-
-    def hold_for_space(self, team: str, name: str, delay: float | None = None) -> float:
-        """Hold a member back from forking for a while (`policy.space_delay`, or `delay`)
-        after a start failed for want of space, or would for want of descriptors; returns
-        the delay. Such a start is not a crash."""
-        now = time.time()
-        if delay is None:
-            delay = policy.space_delay(self.no_space.get((team, name)), now)
-        self.no_space[(team, name)] = (now + delay, delay)
-        self.wake_in(delay)
-        return delay
 
     def stop_process(self, process: MemberProcess, verb: Verb, now: float) -> None:
         """Do `verb` for a member's process: SIGTERM it (SIGKILL after stop_timeout) to
@@ -613,33 +585,34 @@ class Supervisor:
             outcome = policy.after_exit(
                 m, process, code, sig, now, self.conf,
                 history=self.crashes.get(key) or policy.CrashHistory(),
-                space_held=self.no_space.get(key), stopping=self.stopping)
+                space_held=self.holds.last(key), stopping=self.stopping)
             if outcome is None:
                 return None
             kind = m.get("kind", "teammate")
-            self.crashes[key] = outcome.history
-            if outcome.held_for_space:
-                self.hold_for_space(team, name, outcome.delay)
             m["last_exit"] = {"code": code, "signal": sig, "at": now}
-            m["restarts"] = outcome.restarts
-            if outcome.restart_at is not None:
-                m["restart_at"] = outcome.restart_at
-            if outcome.last_error is not None:
-                m["last_error"] = outcome.last_error
-            events.emit(self.ws, team, "exited", member=name, code=code, signal=sig)
-            return roster.set_status(m, outcome.status)
+            return outcome.write(m)
 
         try:
             moved = self.update_member(team, name, change)
-        except Exception:
+        except Exception as exc:
+            if short_of_room(exc):  # unrecorded, it must not be forked again at once
+                self.holds.hold(team, name)
             log.exception("%s/%s: cannot record its exit", team, name)
             return
         if outcome is None:
             return
-        events.status_changed(self.ws, team, name, moved)
+        self.crashes[key] = outcome.history
+        if outcome.held_for_space:
+            self.holds.hold(team, name, outcome.delay)
+        try:
+            events.emit(self.ws, team, "exited", member=name, code=code, signal=sig)
+            events.status_changed(self.ws, team, name, moved)
+            if outcome.status == "backoff":
+                events.emit(self.ws, team, "restart_scheduled", member=name,
+                            delay=outcome.delay, restarts=outcome.restarts)
+        except OSError as exc:  # the roster has it: the journal is the lesser loss
+            log.error("%s/%s: cannot journal its exit: %s", team, name, exc)
         if outcome.status == "backoff":
-            events.emit(self.ws, team, "restart_scheduled", member=name,
-                        delay=outcome.delay, restarts=outcome.restarts)
             self.wake_in(outcome.delay or 0.0)
         if outcome.release_tasks:
             self.release_tasks(team, name)

@@ -87,6 +87,25 @@ def live_process() -> Iterator[psutil.Process]:
         proc.wait(10)
 
 
+DISK_SIZE = "8m"  #: the size of `small_disk`
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """A tmpfs of DISK_SIZE of the test's own, unmounted afterwards (root only: skipped,
+    saying why, where mount is not permitted). `harness.fill` fills it."""
+    mnt = tmp_path / "disk"
+    mnt.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={DISK_SIZE},mode=0700",
+                           "tmpfs", str(mnt)], capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
+    try:
+        yield mnt
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], capture_output=True, check=False)
+
+
 @pytest.fixture
 def repo(ws: Workspace) -> Path:
     """The workspace root is the repository (so teamd's own files must stay out of it),

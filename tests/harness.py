@@ -3,13 +3,16 @@ model server, and waiting on conditions with deadlines (never sleep-and-hope).
 
 The one home of the helpers test files share (fixtures live in tests/conftest.py): making a
 team, waiting on a member's status, reading the journal and the lead's inbox, scripting the
-model's replies, finding and waiting out processes, running `teamctl` in this process."""
+model's replies, finding and waiting out processes, running `teamctl` in this process,
+taking room to write away (`file_size_limit`, `fill`)."""
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -178,6 +181,24 @@ def file_size_limit(limit: int) -> Iterator[None]:
         yield
     finally:
         resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+
+
+def fill(disk: Path) -> Path:
+    """Write a file until the disk refuses another byte; returns it (unlink = space back)."""
+    filler = disk / "filler"
+    fd = os.open(filler, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    try:
+        block = b"\0" * (1 << 16)
+        while True:
+            try:
+                os.write(fd, block)
+            except OSError as exc:
+                assert exc.errno == errno.ENOSPC
+                break
+    finally:
+        os.close(fd)
+    assert shutil.disk_usage(disk).free == 0
+    return filler
 
 
 # -- teams and members -------------------------------------------------------------------

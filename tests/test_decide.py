@@ -19,6 +19,7 @@ from teamd.policy import (
     Verb,
     after_exit,
     decide,
+    held_for_space,
 )
 from teamd.proc import EXIT_BOOT_ERROR, EXIT_NO_SPACE, EXIT_SHUTDOWN, EXIT_SLEEP
 from teamd.processes import MemberProcess
@@ -262,6 +263,30 @@ def test_no_space_starts_from_one_second_again_after_a_quiet_while() -> None:
     long_ago = (NOW - 2 * SPACE_RETRY_MAX, 30.0)
     out = read_exit(entry("active"), EXIT_NO_SPACE, space_held=long_ago)
     assert out.delay == SPACE_RETRY_FIRST
+
+
+def test_a_start_teamd_could_not_record_is_held_back_and_never_counts() -> None:
+    """teamd forked the member but had no room to record it (issue 26): the fork is stopped
+    (its exit is nobody's news, below) and the member held back; however often that
+    happens it is never a crash, never `failed`, and it is forked once the hold runs out."""
+    history = CrashHistory()
+    history.record(NOW - 5, 1.0, CONF)  # one real crash before: kept as it was
+    why = "teamd cannot record its start ([Errno 27] File too large)"
+    for delay in (SPACE_RETRY_FIRST, 2.0, 4.0, SPACE_RETRY_MAX, SPACE_RETRY_MAX):
+        m = entry("starting", restarts=1, last_exit={"code": None, "signal": 9, "at": 1.0})
+        out = held_for_space(m, NOW, delay, why, history=history)
+        assert (out.status, out.restarts, out.held_for_space) == ("backoff", 1, True)
+        assert out.history is history and len(history.times) == 1
+        assert out.failed_reason is None and not out.release_tasks
+        assert out.last_error == (f"held back for want of space: {why}; starting again "
+                                  f"in {delay:g} s")
+        assert out.write(m) == ("starting", "backoff")
+        assert (m["status"], m["restarts"], m["restart_at"], m["last_error"]) == (
+            "backoff", 1, NOW + delay, out.last_error)
+        assert m["last_exit"]["signal"] == 9  # the aborted fork's exit is none of its news
+        assert decide(m, None, NOW, held_until=NOW + delay) == Action(Verb.WAIT,
+                                                                      at=NOW + delay)
+        assert decide(m, None, NOW + delay, held_until=NOW + delay) == SPAWN  # not a reset
 
 
 def test_killed_by_a_signal_is_a_crash_even_when_no_space_was_its_code() -> None:

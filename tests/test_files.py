@@ -281,7 +281,7 @@ def test_a_failed_append_is_cut_back_and_names_the_file(folder: Path) -> None:
     # room for 100 more bytes: the kernel writes those, then refuses the rest
     with file_size_limit(len(before) + 100), pytest.raises(OSError) as caught:
         files.append_jsonl(path, [{"text": "x" * 10_000}], durable=True)
-    assert caught.value.errno == errno.EFBIG
+    assert caught.value.errno == errno.EFBIG and files.out_of_space(caught.value)
     assert caught.value.filename == str(path)
     assert path.read_bytes() == before  # not the 100 bytes of half a line
     files.append_jsonl(path, [{"n": 2}])
@@ -310,8 +310,17 @@ def test_a_failed_atomic_write_names_the_file_and_leaves_no_temp(folder: Path) -
     with file_size_limit(10), pytest.raises(OSError) as caught:
         files.write_json(path, {"v": "x" * 1000})
     assert caught.value.errno == errno.EFBIG and caught.value.filename == str(path)
+    assert files.out_of_space(caught.value)  # a file-size limit is want of space (issue 26)
     assert files.read_json(path) == {"v": 1}
     assert sorted(p.name for p in folder.iterdir()) == ["doc.json"]
+
+
+@pytest.mark.parametrize(("code", "short"), [
+    (errno.ENOSPC, True), (errno.EDQUOT, True), (errno.EFBIG, True),
+    (errno.EIO, False), (errno.EMFILE, False), (errno.EACCES, False)])
+def test_want_of_space_is_every_error_for_lack_of_room(code: int, short: bool) -> None:
+    assert files.out_of_space(OSError(code, os.strerror(code))) is short
+    assert not files.out_of_space(ValueError("no room"))
 
 
 # -- bounded reading ---------------------------------------------------------------------

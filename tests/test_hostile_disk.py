@@ -9,19 +9,15 @@ alone, lifted again when the test gives the space back).
 
 from __future__ import annotations
 
-import errno
 import json
 import os
-import shutil
 import signal
 import subprocess
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import psutil
-import pytest
 
 from teamd import actions, files, inbox
 from teamd.layout import Workspace
@@ -33,6 +29,7 @@ from tests.harness import (
     TEAM,
     T,
     asked,
+    fill,
     journal,
     last_user,
     live_pid,
@@ -44,41 +41,6 @@ from tests.harness import (
     wait_until,
 )
 from tests.helpers_proc import snapshot, teamctl
-
-DISK_SIZE = "8m"
-
-
-@pytest.fixture
-def small_disk(tmp_path: Path) -> Iterator[Path]:
-    """A tmpfs of DISK_SIZE of the test's own, unmounted afterwards."""
-    mnt = tmp_path / "disk"
-    mnt.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={DISK_SIZE},mode=0700",
-                           "tmpfs", str(mnt)], capture_output=True, text=True, check=False)
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
-    try:
-        yield mnt
-    finally:
-        subprocess.run(["umount", "-l", str(mnt)], capture_output=True, check=False)
-
-
-def fill(disk: Path) -> Path:
-    """Write a file until the disk refuses another byte; returns it (unlink = space back)."""
-    filler = disk / "filler"
-    fd = os.open(filler, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-    try:
-        block = b"\0" * (1 << 16)
-        while True:
-            try:
-                os.write(fd, block)
-            except OSError as exc:
-                assert exc.errno == errno.ENOSPC
-                break
-    finally:
-        os.close(fd)
-    assert shutil.disk_usage(disk).free == 0
-    return filler
 
 
 def assert_whole_lines(root: Path) -> int:

@@ -7,7 +7,8 @@ how it checks, afterwards, the promises every scenario keeps (tests/faults/READM
   the conversation the scripted server saw (CONTRACT §6 "Resume").
 - `assert_tasks_once`: no task owned by two members at once, none completed twice.
 - `assert_statuses_true`: a running status only with a live process (pid + start time) that
-  is the supervisor's child, and no live process behind any other status.
+  is the supervisor's child, and no live process behind any other status; `statuses_seen`:
+  every status a member's file showed while a fault lasted.
 - `strays`: processes of the test (their cwd is under its tmp_path) outside the
   supervisor's tree.
 - `strike`: SIGSTOP a process at random moments and SIGKILL it only when a condition holds
@@ -21,10 +22,12 @@ import os
 import random
 import re
 import signal
+import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -208,6 +211,35 @@ def assert_statuses_true(ws: Workspace, daemon: Teamd | None, timeout: float = T
     """The roster tells the truth, once transitions in flight have landed."""
     wait_until_none(lambda: status_lies(ws, daemon), timeout, "the roster to tell the truth",
                     "statuses untrue")
+
+
+@contextmanager
+def statuses_seen(ws: Workspace, name: str, team: str = TEAM) -> Iterator[list[str]]:
+    """Every status `name`'s file shows while the block runs, in order, repeats dropped:
+    read on a thread every few milliseconds, so a status that lasts a moment is seen too
+    (through a fault that keeps the journal from saying so)."""
+    seen: list[str] = []
+    trouble: list[BaseException] = []
+    done = threading.Event()
+
+    def watch() -> None:
+        try:
+            while True:
+                status = harness.member(ws, team, name)["status"]
+                if not seen or seen[-1] != status:
+                    seen.append(status)
+                if done.wait(0.005):
+                    return
+        except BaseException as exc:  # a reader that stopped would see nothing more
+            trouble.append(exc)
+
+    thread = threading.Thread(target=watch, daemon=True)
+    thread.start()
+    yield seen
+    done.set()
+    thread.join(T)
+    if trouble:
+        raise AssertionError(f"could not follow {name}'s status") from trouble[0]
 
 
 def processes_of_test(tmp_path: Path) -> list[psutil.Process]:

@@ -740,9 +740,8 @@ class Member:
             price = prices.price_of(self.model_name, self.conf.prices)
             if failure is not None:
                 events.emit(self.ws, self.team, "model_call", member=self.name,
-                            model=self.model_name, error=str(failure), ms=None, input_tokens=0,
-                            output_tokens=0, cache_read_input_tokens=0,
-                            cache_creation_input_tokens=0, cost_usd=prices.cost({}, price))
+                            model=self.model_name, error=str(failure), ms=None,
+                            cost_usd=prices.cost({}, price), **dict.fromkeys(prices.CALL_KEYS, 0))
                 if not failure.retryable:
                     self.api_refused(str(failure))
                     return None

@@ -39,6 +39,7 @@ from teamd import (
 )
 from teamd.agent import context, model
 from teamd.agent.budget_gate import BudgetGate
+from teamd.agent.cache_ttl import CacheTTL
 from teamd.agent.session import INTERRUPTED, Session, compacted_head
 from teamd.agent.tools import Blocked, Toolbox, specs_for
 from teamd.errors import BadInput, TeamdError
@@ -113,6 +114,7 @@ class Member:
         self.specs = specs_for(self.kind)
         self.session = Session.load(ws.session(team, name))
         self.session.when_stuck = self.session_stuck
+        self.cache = CacheTTL(woken=self.session.ends_with_reply())  # the breakpoints' TTLs
         self.client = model.make_client(self.conf.api_timeout)
         self.status: str | None = member.get("status")
         self.last_context = 0
@@ -644,8 +646,8 @@ class Member:
         """The model's answer. Trouble a later try may mend is retried here, after the
         root's shared back-off and with every wait shown in `last_error`, until it mends;
         a shutdown_request ends a wait (`Leave`). None: an answer retrying cannot mend."""
-        system, tools, messages = context.with_cache_breakpoints(self.system, self.specs,
-                                                                 messages)
+        system, tools, messages = context.with_cache_breakpoints(
+            self.system, self.specs, messages, *self.cache.ttls(self.conf.cache_ttl))
         while True:
             # teamd.toml as it is now (SIGHUP applies from the next call: prices, limits)
             self.conf = settings.load_or_keep(self.ws, self.conf)
@@ -691,6 +693,7 @@ class Member:
                 continue
             assert reply is not None
             cost = prices.cost(reply.usage, price)
+            self.cache.saw(reply.usage)
             events.emit(self.ws, self.team, "model_call", member=self.name,
                         model=self.model_name, ms=round(reply.ms, 1), error=None,
                         cost_usd=cost, **reply.usage)

@@ -20,7 +20,6 @@ class Usage(TypedDict):
     output_tokens: int
     cache_read_input_tokens: int
     cache_creation_input_tokens: int
-    cache_creation_1h: NotRequired[int]  # of the cache writes, those with a 1-hour TTL
     cost_usd: float
 
 

@@ -867,7 +867,8 @@ class Member:
                                      "calls are not counted in cost (add it under [prices] "
                                      "in teamd.toml)")
             log.warning(changes["last_error"])
-        self.update_member(usage_add=usage, cost_add=cost, **changes)
+        self.update_member(usage_add={k: usage.get(k) for k in prices.TOKEN_KEYS},
+                           cost_add=cost, **changes)
 
     def current_task(self) -> int | None:
         """`current_task`: the lowest in_progress task this member owns, read from the tasks

@@ -20,8 +20,22 @@ from teamd.scripted import ScriptedServer
 from tests.harness import wait_until
 
 
-# -- settings (the price table and [prices] are in test_prices.py) --------------------------
+# -- settings (the price table's arithmetic is in test_prices.py) ---------------------------
 @pytest.mark.parametrize("text, says", [
+    ('[prices]\n"m" = 3\n', "must be a table like"),
+    ('[prices]\n"m" = {input = 3}\n', "needs output"),
+    ('[prices]\n"m" = {input = -1, output = 2}\n', "input must be a number >= 0"),
+    ('[prices]\n"m" = {input = "3", output = 2}\n', "input must be a number >= 0"),
+    ('[prices]\n"m" = {input = 3, output = 2, cache_read = -0.1}\n', "cache_read must be"),
+    ('[prices]\n"m" = {input = 3, output = 2, cache_write = 1}\n', "unknown key 'cache_write'"),
+    ('[prices]\n"m" = {input = 3, output = 2, checked = "2026-11-26"}\n', "unknown key"),
+    ('[prices]\n"m" = {input = 3, output = 2, long = 5}\n', "long must be a table"),
+    ('[prices]\n"m" = {input = 3, output = 2, long = {input = 6, output = 4}}\n',
+     "long needs threshold"),
+    ('[prices]\n"m" = {input = 3, output = 2, long = {threshold = 1.5, input = 6, '
+     'output = 4}}\n', "whole number"),
+    ('prices = 3\n', "[prices] must be a table"),
+    ('cache_ttl = "2h"\n', "cache_ttl must be one of auto, 5m, 1h"),
     ('lead_wake_on_idle = "quite"\n', "did you mean 'quiet'"),
     ('max_concurrent_calls = -1\n', "must not be negative"),
     ('max_concurrent_calls = 1.5\n', "max_concurrent_calls must be a number"),

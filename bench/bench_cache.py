@@ -9,8 +9,10 @@ written, a 1,024-token minimum), and reports it in each reply's usage, which the
 journals (`model_call` events). Baseline: the very same 20 requests with every
 `cache_control` removed, replayed through the `anthropic` SDK to a fresh scripted server.
 
-Cost at Sonnet-class prices: $3 per million input tokens, $15 output, cache writes 1.25×
-($3.75), cache reads 0.1× ($0.30). Tokens are the server's estimate (4 characters each).
+Cost at the default model's rates from the price table (Sonnet 5.5: $2 per million input
+tokens, $10 output, 5-minute cache writes $2.50, cache reads $0.10), and beside it at the old
+built-in table's Sonnet price ($3 / $15, writes 1.25× and reads 0.1× input) for comparison.
+Tokens are the server's estimate (4 characters each).
 
     python -m bench.bench_cache [--quick]
 """
@@ -33,14 +35,17 @@ NAME = "cache"
 TITLE = "prompt-cache share and cost of a 20-turn session (breakpoints vs none)"
 LIMIT = (120.0, 30.0)
 MEMBER = "writer"
-PRICE = prices.Price(input=3.0, output=15.0)  # Sonnet's, $ per million tokens
-KEYS = prices.TOKEN_KEYS
+MODEL = "claude-sonnet-5-5"  # the default model, which the member calls
+PRICE = prices.price_of(MODEL)
+#: what the built-in table said before it was checked against the pricing page
+OLD_PRICE = prices.Price(prices.Rates(3.0, 15.0, 3.75, 6.0, 0.3))
+KEYS = prices.CALL_KEYS
 SCENARIO = {"rules": [], "default": {"content": [
     {"type": "text", "text": "Noted; I will look at it and report back. " * 14}]}}
 
 
-def cost(usage: dict[str, int]) -> float:
-    return prices.cost(usage, PRICE) or 0.0
+def cost(usage: dict[str, int], price: prices.Price | None = PRICE) -> float:
+    return prices.cost(usage, price) or 0.0
 
 
 def strip(value: Any) -> Any:
@@ -58,7 +63,7 @@ def replay(bodies: list[dict[str, Any]]) -> list[dict[str, int]]:
             base_url=server.url, api_key="bench-key", max_retries=0) as client:
         for body in bodies:
             usage = client.messages.create(**strip(body)).usage
-            usages.append({k: int(getattr(usage, k) or 0) for k in KEYS})
+            usages.append(prices.usage_of(usage))
     return usages
 
 
@@ -103,8 +108,10 @@ def run(ctx: Context) -> list[Row]:
             "~1.5 KB, each answered before the next); usage as the scripted server reports "
             "it for the breakpoints teamd sets (system, tools, conversation tail), journalled "
             "by the teammate. Baseline: the same requests without `cache_control`, replayed "
-            "to a fresh server. Prices: Sonnet-class $3/MTok input, $15/MTok output, cache "
-            "write 1.25× ($3.75), cache read 0.1× ($0.30); tokens are the server's estimate.")
+            "to a fresh server. Prices: Sonnet 5.5's from the price table ($2/MTok input, "
+            "$10 output, 5-minute cache write $2.50, cache read $0.10), the old table's "
+            "($3 / $15, write 1.25×, read 0.1×) in the detail; tokens are the server's "
+            "estimate.")
     return [
         row("cache_share", f"prompt-cache share of input over a {len(ours)}-turn session",
             what, figure("breakpoints", "% of input", [share(t_ours)],
@@ -112,8 +119,10 @@ def run(ctx: Context) -> list[Row]:
                          f"{max(per_call):.0f} %"),
             figure("no cache_control", "% of input", [share(t_base)]), better="higher"),
         row("cache_cost", f"cost of that {len(ours)}-turn session", what,
-            figure("breakpoints", "$", [cost(t_ours)], detail=tokens(t_ours)),
-            figure("no cache_control", "$", [cost(t_base)], detail=tokens(t_base))),
+            figure("breakpoints", "$", [cost(t_ours)], detail=tokens(t_ours)
+                   + f"; at the old table's $3 / $15: ${cost(t_ours, OLD_PRICE):.2f}"),
+            figure("no cache_control", "$", [cost(t_base)], detail=tokens(t_base)
+                   + f"; at the old table's $3 / $15: ${cost(t_base, OLD_PRICE):.2f}")),
     ]
 
 

@@ -220,7 +220,10 @@ def spawn(
     member = actions.spawn(ws(), team, name, prompt, role=role, model=model,
                            plan_mode=plan_mode, cwd=cwd, lead=lead, worktree=worktree,
                            base=base, budget_usd=budget_usd)
-    _warn_if_deprecated(member.get("model"))
+    from teamctl import models
+
+    models.warn_if_deprecated(ws(), member.get("model"))
+    models.warn_if_unpriced(ws(), team, member["name"])
     if as_json:
         output.emit_json(member)
         return
@@ -231,21 +234,6 @@ def spawn(
     if pidfile.running(ws()) is None:
         print("note: no supervisor is running for this root; start one with `teamd run`",
               file=sys.stderr)
-
-
-def _warn_if_deprecated(model: str | None) -> None:
-    """One line on stderr when the installed SDK lists the member's model (else the
-    default) as deprecated or retired; read from its source: teamctl never imports it."""
-    from teamd import deprecations
-
-    if not model:
-        try:
-            model = settings.load(ws()).model
-        except TeamdError:
-            return  # the member is added; a broken teamd.toml is teamd's to report
-    found = deprecations.lookup(model)
-    if found is not None:
-        print(f"warning: {found.warning()}", file=sys.stderr)
 
 
 # -- messages ----------------------------------------------------------------------------
@@ -839,19 +827,30 @@ def budget_cmd(team: TeamArg,
     Example:
       teamctl budget shop 20 && teamctl budget shop 2.50 --member alice
     """
-    from teamd import prices
+    from teamctl import models
 
     done = actions.set_budget(ws(), team, usd, member=member)
+    if done["budget_usd"] is not None:
+        models.warn_if_unpriced(ws(), team, member)
     if as_json:
         output.emit_json(done)
         return
-    whose = f"{member} in team {team}" if member else f"team {team}"
-    spent = prices.dollars(done["spent_usd"])
-    if done["budget_usd"] is None:
-        print(f"no budget for {whose} (spent so far {spent})")
-    else:
-        print(f"budget for {whose}: {prices.dollars(done['budget_usd'])} (spent so far "
-              f"{spent})")
+    print(models.budget_line(done, team, member))
+
+
+@app.command()
+def prices(as_json: JsonOpt = False) -> None:
+    """The price table in force (US dollars per million tokens: the built-in rows, checked
+    on the date shown, and `[prices]` of teamd.toml), and the installed SDK's models that
+    have no price: under a budget a member on one is paused, never called.
+
+    \b
+    Example:
+      teamctl prices --json | jq '.models[] | select(.model == "claude-sonnet-5-5")'
+    """
+    from teamctl import models
+
+    models.show_prices(ws(), as_json)
 
 
 # -- looking -----------------------------------------------------------------------------

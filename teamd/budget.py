@@ -4,13 +4,15 @@
 have cost so far, members since removed included: one small file, read before every call
 and added to under its own lock (taken after the roster's: roster → … → spend.json →
 events). `budget_usd` sits on the team and on each member in `config.json`; `null` is none.
-A member checks both before every model call (`reached`) and pauses while one is reached.
+A member checks both before every model call (`reached`) and pauses while one is reached,
+or while one applies and its model has no price (`blind`: a budget is never blind).
 """
 
 from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -97,3 +99,14 @@ def reached(config: Json, name: str, team_spent: float) -> Reached | None:
     if team_budget is not None and team_spent >= team_budget:
         return Reached("team", team_spent, team_budget)
     return None
+
+
+def blind(config: Json, name: str, model: str, table: Mapping[str, prices.Price]) -> str | None:
+    """`last_error` of a member a budget applies to (its own or the team's) whose model has
+    no price: it makes no call, since its spend could not be counted (CONTRACT §12)."""
+    member = next((m for m in config["members"] if m["name"] == name), None)
+    covered = budget_of(config) is not None or (member is not None
+                                                and budget_of(member) is not None)
+    if not covered or prices.price_of(model, table) is not None:
+        return None
+    return f"no price for model {model}: add it under [prices] in teamd.toml"

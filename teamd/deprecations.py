@@ -1,4 +1,5 @@
-"""Deprecated and retired models, from the table the installed `anthropic` SDK ships.
+"""What the installed `anthropic` SDK says about models: its deprecated and retired models
+(`DEPRECATED_MODELS`) and its model list (`ModelParam`, which the price table must cover).
 
 The SDK keeps `DEPRECATED_MODELS` (model → end-of-life date, e.g. "November 30th, 2026") and
 warns on every call. `teamctl spawn` and `teamd` warn once instead (CONTRACT.md section 12):
@@ -30,6 +31,7 @@ log = logging.getLogger(__name__)
 # resource in earlier ones.
 _TABLE_FILES = ("_data/deprecated_models.py", "resources/messages/messages.py")
 _TABLE_NAME = "DEPRECATED_MODELS"
+_MODEL_LIST = "types/model_param.py"
 _ORDINAL = re.compile(r"(\d+)(st|nd|rd|th)\b")
 
 
@@ -92,6 +94,24 @@ def table() -> dict[str, str]:
             return found
     log.debug("no %s table found in the anthropic SDK at %s", _TABLE_NAME, root)
     return {}
+
+
+@functools.cache
+def sdk_models() -> tuple[str, ...]:
+    """The model names the installed SDK lists (`ModelParam`'s literals); empty if unread."""
+    root = _sdk_folder()
+    try:
+        source = (root / _MODEL_LIST).read_text(encoding="utf-8") if root else ""
+        tree = ast.parse(source)
+    except (OSError, UnicodeDecodeError, SyntaxError):
+        return ()
+    for node in tree.body:
+        target = node.targets[0] if isinstance(node, ast.Assign) else getattr(node, "target", None)
+        if isinstance(target, ast.Name) and target.id == "ModelParam":
+            return tuple(dict.fromkeys(
+                n.value for n in ast.walk(node) if isinstance(n, ast.Constant)
+                and isinstance(n.value, str) and n.value.startswith("claude-")))
+    return ()
 
 
 def _sdk_folder() -> Path | None:

@@ -31,7 +31,8 @@ HOOKS = ("pre_tool_use", "task_created", "task_completed", "teammate_idle", "per
 #: keys that are tables, not flat settings (no TEAMD_ variable, not in `as_toml_table`)
 TABLES = ("permissions", "hooks", "prices")
 #: settings that take one of a few words
-CHOICES: dict[str, tuple[str, ...]] = {"lead_wake_on_idle": ("quiet", "each")}
+CHOICES: dict[str, tuple[str, ...]] = {"lead_wake_on_idle": ("quiet", "each"),
+                                       "cache_ttl": ("auto", "5m", "1h")}
 
 
 def _no_permissions() -> Permissions:
@@ -63,6 +64,8 @@ class Settings:
     permission_timeout: float = 0
     hook_timeout: float = 300
     api_timeout: float = 600
+    #: prompt-cache TTL of the breakpoints: "5m", "1h" (the stable prefix), "auto" (§6, §10)
+    cache_ttl: str = "auto"
     permissions: Permissions = field(default_factory=_no_permissions)
     #: hook name → shell command, only the hooks that are set
     hooks: Mapping[str, str] = field(default_factory=dict)
@@ -220,9 +223,12 @@ def write_defaults(ws: Workspace, force: bool = False) -> Path:
              + "# person_needed: run (never blocking) when a request, a failure or a budget\n"
              "# lands in your inbox and waits for you: page yourself.\n"
              '# person_needed = "notify-send teamd \\"$TEAMD_TEAM needs you\\""\n')
-    prices = ("\n# Dollars per million tokens, overriding or adding to the built-in prices;\n"
-              "# cache writes cost 1.25 x input, cache reads 0.1 x input.\n"
-              '[prices]\n# "claude-sonnet-5-5" = {input = 3.0, output = 15.0}\n')
+    prices = ("\n# Dollars per million tokens, overriding or adding to the built-in prices\n"
+              "# (`teamctl prices`); an omitted cache rate is 1.25 x (5-minute write), 2 x\n"
+              "# (1-hour write) or 0.1 x (read) the input rate; `long` prices long prompts.\n"
+              '[prices]\n# "claude-sonnet-5-5" = {input = 2.0, output = 10.0, cache_read = 0.1}\n'
+              '# "my-model" = {input = 1.0, output = 5.0, long = {threshold = 100000, '
+              'input = 2.0, output = 10.0}}\n')
     text = header + tomli_w.dumps(Settings().as_toml_table()) + perms + hooks + prices
     atomic_write_bytes(path, text.encode())
     return path

@@ -186,12 +186,12 @@ class Supervisor:
     handle_int = handle_term
 
     def handle_hup(self) -> None:
-        """Re-read teamd.toml. A broken file keeps the settings in force: a typo in an
-        edit must not take the supervisor, and every teammate with it, down."""
+        """Re-read teamd.toml; a broken one keeps the settings in force (a typo: not down)."""
         self.notifier.reloading()
         try:
             self.conf = settings_mod.load(self.ws)
             events.use_settings(self.ws, self.conf)
+            self.roster_touched.update(self.ws.team_names())  # a new price frees the paused
             log.info("re-read %s", self.ws.settings_file)
         except TeamdError as exc:
             log.error("%s; keeping the settings in force", exc)

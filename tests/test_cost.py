@@ -1,4 +1,4 @@
-"""Prices, spend and budgets, the quiet lead's rule, and what the scripted server learnt for
+"""Spend and budgets, the quiet lead's rule, and what the scripted server learnt for
 them (CONTRACT.md sections 4, 10 and 12): the parts on their own, against hand-computed
 values. The end-to-end behaviour is in test_cost_e2e.py."""
 
@@ -12,64 +12,35 @@ from typing import Any
 
 import pytest
 
-from teamd import actions, budget, files, policy, prices, roster, settings
+from teamd import actions, budget, files, policy, roster, settings
 from teamd.agent import model
 from teamd.errors import BadInput
 from teamd.layout import Workspace
 from teamd.scripted import ScriptedServer
 from tests.harness import wait_until
 
-ALL_FOUR = {"input_tokens": 1_000, "output_tokens": 2_000,
-            "cache_creation_input_tokens": 10_000, "cache_read_input_tokens": 100_000}
 
-
-# -- prices ----------------------------------------------------------------------------------
-def test_a_call_with_all_four_token_kinds_costs_what_the_hand_says() -> None:
-    # Sonnet, $3 in / $15 out per million tokens:
-    #   input        1,000 × $3            = $0.003
-    #   cache write 10,000 × $3 × 1.25     = $0.0375
-    #   cache read 100,000 × $3 × 0.1      = $0.03
-    #   output       2,000 × $15           = $0.03
-    assert prices.cost(ALL_FOUR, prices.price_of("claude-sonnet-5-5")) == pytest.approx(
-        0.1005, abs=1e-12)
-    # Opus, $15 / $75: 0.015 + 0.1875 + 0.15 + 0.15
-    assert prices.cost(ALL_FOUR, prices.price_of("claude-opus-5-5")) == pytest.approx(
-        0.5025, abs=1e-12)
-    # Haiku, $1 / $5: 0.001 + 0.0125 + 0.01 + 0.01
-    assert prices.cost(ALL_FOUR, prices.price_of("claude-haiku-5-5")) == pytest.approx(
-        0.0335, abs=1e-12)
-    assert prices.cost({}, prices.price_of("claude-haiku-5-5")) == 0.0
-
-
-def test_an_unknown_model_costs_null_and_dated_snapshots_are_their_model() -> None:
-    assert prices.price_of("claude-nonesuch-9") is None
-    assert prices.cost(ALL_FOUR, None) is None
-    assert prices.price_of("claude-haiku-4-5-20251001") == prices.price_of("claude-haiku-4-5")
-
-
-def test_prices_in_teamd_toml_override_and_add(ws: Workspace) -> None:
-    ws.settings_file.write_text('[prices]\n"claude-sonnet-5-5" = {input = 6, output = 30}\n'
-                                '"my-model" = {input = 0.5, output = 1.5}\n')
-    table = settings.load(ws).prices
-    assert prices.cost(ALL_FOUR, prices.price_of("claude-sonnet-5-5", table)) == \
-        pytest.approx(0.201, abs=1e-12)  # twice the built-in price
-    assert prices.price_of("my-model", table) == prices.Price(0.5, 1.5)
-    assert prices.price_of("claude-opus-5-5", table) == prices.BUILTIN["claude-opus-5-5"]
-
-
+# -- settings (the price table's arithmetic is in test_prices.py) ---------------------------
 @pytest.mark.parametrize("text, says", [
     ('[prices]\n"m" = 3\n', "must be a table like"),
     ('[prices]\n"m" = {input = 3}\n', "needs output"),
     ('[prices]\n"m" = {input = -1, output = 2}\n', "input must be a number >= 0"),
     ('[prices]\n"m" = {input = "3", output = 2}\n', "input must be a number >= 0"),
-    ('[prices]\n"m" = {input = 3, output = 2, cache_read = 1}\n', "unknown key 'cache_read'"),
+    ('[prices]\n"m" = {input = 3, output = 2, cache_read = -0.1}\n', "cache_read must be"),
+    ('[prices]\n"m" = {input = 3, output = 2, cache_write = 1}\n', "unknown key 'cache_write'"),
+    ('[prices]\n"m" = {input = 3, output = 2, checked = "2026-11-26"}\n', "unknown key"),
+    ('[prices]\n"m" = {input = 3, output = 2, long = 5}\n', "long must be a table"),
+    ('[prices]\n"m" = {input = 3, output = 2, long = {input = 6, output = 4}}\n',
+     "long needs threshold"),
+    ('[prices]\n"m" = {input = 3, output = 2, long = {threshold = 1.5, input = 6, '
+     'output = 4}}\n', "whole number"),
     ('prices = 3\n', "[prices] must be a table"),
+    ('cache_ttl = "2h"\n', "cache_ttl must be one of auto, 5m, 1h"),
     ('lead_wake_on_idle = "quite"\n', "did you mean 'quiet'"),
     ('max_concurrent_calls = -1\n', "must not be negative"),
     ('max_concurrent_calls = 1.5\n', "max_concurrent_calls must be a number"),
 ])
-def test_bad_prices_and_settings_are_refused_naming_them(ws: Workspace, text: str,
-                                                         says: str) -> None:
+def test_bad_settings_are_refused_naming_them(ws: Workspace, text: str, says: str) -> None:
     ws.settings_file.write_text(text)
     with pytest.raises(BadInput) as caught:
         settings.load(ws)

@@ -36,8 +36,8 @@ from tests.harness import (
 )
 
 T = 30.0
-#: what a scripted call reports: 20,000 input tokens = $0.06 at Sonnet's $3 per million
-BIG = {"input_tokens": 20_000, "output_tokens": 0, "cache_read_input_tokens": 0,
+#: what a scripted call reports: 30,000 input tokens = $0.06 at Sonnet 5.5's $2 per million
+BIG = {"input_tokens": 30_000, "output_tokens": 0, "cache_read_input_tokens": 0,
        "cache_creation_input_tokens": 0}
 CALL_USD = 0.06
 
@@ -92,8 +92,10 @@ def test_every_call_is_priced_into_the_event_the_member_and_the_team(
         table = cli(ws, "status", TEAM).stdout
     alice_calls = events_of(ws, "alice", "model_call")
     priced = [e for e in alice_calls if all(e[k] == v for k, v in all_four.items())]
-    # by hand: 1,000 × $3 + 10,000 × $3 × 1.25 + 100,000 × $3 × 0.1 + 2,000 × $15, per million
-    assert len(priced) == 1 and priced[0]["cost_usd"] == pytest.approx(0.1005, abs=1e-9)
+    # by hand, Sonnet 5.5: 1,000 × $2 + 10,000 × $2.50 (5-minute writes) + 100,000 × $0.10
+    # + 2,000 × $10, per million
+    assert len(priced) == 1 and priced[0]["cost_usd"] == pytest.approx(0.057, abs=1e-9)
+    assert all(e["cache_creation_1h"] == 0 for e in alice_calls)  # always there, 0 when none
     assert all(isinstance(e["cost_usd"], float) and e["cost_usd"] > 0 for e in alice_calls)
     alice_total = sum(e["cost_usd"] for e in alice_calls)
     bob_calls = events_of(ws, "bob", "model_call")
@@ -151,6 +153,51 @@ def test_a_member_at_its_budget_pauses_tells_the_lead_once_and_goes_on_when_rais
     assert len(budget_notes(ws)) == 1
     assert member(ws, TEAM, "alice")["usage"]["cost_usd"] == pytest.approx(4 * CALL_USD)
     assert spent(ws) == pytest.approx(4 * CALL_USD)
+
+
+def test_a_budget_is_never_blind_a_model_with_no_price_is_not_called(
+        ws: Workspace, server: ScriptedServer, workdir: Path) -> None:
+    """alice and carol (models the table leaves unpriced) have budgets: neither calls, both
+    pause with the contract's words; bob (priced) works. A price added and SIGHUP'd lets
+    alice go on; carol's budget removed lets her go on (counted in tokens, not dollars)."""
+    actions.create_team(ws, TEAM)
+    spawned = {name: cli(ws, "spawn", TEAM, name, "--prompt", "Work.", "--cwd", str(workdir),
+                         "--model", model, "--budget", "1")
+               for name, model in (("alice", "claude-fable-5-2"), ("bob", "claude-sonnet-5-5"),
+                                   ("carol", "claude-mythos-5-2"))}
+    assert "warning: no price for model claude-fable-5-2 (alice)" in spawned["alice"].stderr
+    assert "no price" not in spawned["bob"].stderr
+    with running_teamd(ws, server.url) as daemon:
+        for name, model in (("alice", "claude-fable-5-2"), ("carol", "claude-mythos-5-2")):
+            wait_status(ws, name, "paused")
+            assert member(ws, TEAM, name)["last_error"] == \
+                f"no price for model {model}: add it under [prices] in teamd.toml"
+        wait_status(ws, "bob", "idle")
+        # the scripted server's log: bob called, the two paused members never did
+        assert calls_of(server, "bob") and not calls_of(server, "alice") \
+            and not calls_of(server, "carol")
+        assert events_of(ws, "alice", "budget_reached") == []  # no budget was reached
+        again = cli(ws, "budget", TEAM, "2", "--member", "alice")
+        assert again.stderr.count("no price for model claude-fable-5-2 (alice)") == 1
+        # a price for alice's model, and SIGHUP: it goes on, priced by teamd.toml
+        ws.settings_file.write_text('[prices]\n"claude-fable-5-2" = {input = 20, output = 100}\n')
+        daemon.proc.send_signal(signal.SIGHUP)
+        server.wait_for(lambda r: r["agent"] == "alice", T)
+        wait_status(ws, "alice", "idle")
+        assert member(ws, TEAM, "alice")["last_error"] is None
+        alice_calls = events_of(ws, "alice", "model_call")
+        assert alice_calls and all(e["cost_usd"] > 0 for e in alice_calls)
+        # carol's budget removed: nothing covers her any more, so she goes on, unpriced
+        assert member(ws, TEAM, "carol")["status"] == "paused" and not calls_of(server, "carol")
+        cli(ws, "budget", TEAM, "0", "--member", "carol")
+        server.wait_for(lambda r: r["agent"] == "carol", T)
+        wait_status(ws, "carol", "idle")
+        assert all(e["cost_usd"] is None for e in events_of(ws, "carol", "model_call"))
+    # a team budget covers every member: carol's model is named in one warning line
+    team_wide = cli(ws, "budget", TEAM, "10")
+    assert team_wide.stderr.strip().splitlines() == [
+        "warning: no price for model claude-mythos-5-2 (carol): under a budget it is paused, "
+        "never called; add it under [prices] in teamd.toml"]
 
 
 def test_a_team_budget_pauses_all_three_members_and_raising_it_wakes_them(

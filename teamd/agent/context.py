@@ -2,7 +2,8 @@
 and the compaction that replaces a long history with the model's own summary.
 
 Stable prefixes (system prompt, tool definitions) carry `cache_control` breakpoints, and so
-does the conversation tail, so each call re-reads the previous call's prefix from cache.
+does the conversation tail, so each call re-reads the previous call's prefix from cache;
+their TTLs are the member's `cache_ttl` (`teamd.agent.cache_ttl`).
 """
 
 from __future__ import annotations
@@ -98,20 +99,27 @@ def micro_compact(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def with_cache_breakpoints(system: str, tools: list[Json], messages: list[dict[str, Any]]
+def cache_control(ttl: str) -> Json:
+    """A breakpoint: the API's default TTL (5 minutes) says none; "1h" says it."""
+    return {"type": "ephemeral"} if ttl == "5m" else {"type": "ephemeral", "ttl": ttl}
+
+
+def with_cache_breakpoints(system: str, tools: list[Json], messages: list[dict[str, Any]],
+                           prefix_ttl: str = "5m", tail_ttl: str = "5m"
                            ) -> tuple[list[Json], list[Json], list[dict[str, Any]]]:
-    """System, tools and messages with cache_control on the stable prefix and the tail."""
-    sys_blocks = [{"type": "text", "text": system, "cache_control": {"type": "ephemeral"}}]
+    """System, tools and messages with cache_control on the stable prefix (`prefix_ttl`)
+    and the tail (`tail_ttl`; the API wants a 1-hour breakpoint before any 5-minute one)."""
+    sys_blocks = [{"type": "text", "text": system, "cache_control": cache_control(prefix_ttl)}]
     tools = [dict(t) for t in tools]
     if tools:
-        tools[-1]["cache_control"] = {"type": "ephemeral"}
+        tools[-1]["cache_control"] = cache_control(prefix_ttl)
     # Only the tail block changes: copy that one and share the rest (the SDK copies the
     # whole request again anyway; a deep copy here cost a millisecond per call on a long
     # conversation, on the path from a new message to the model).
     messages = list(messages)
     if messages and messages[-1]["content"] and isinstance(messages[-1]["content"][-1], dict):
         last = messages[-1]
-        tail = {**last["content"][-1], "cache_control": {"type": "ephemeral"}}
+        tail = {**last["content"][-1], "cache_control": cache_control(tail_ttl)}
         messages[-1] = {**last, "content": [*last["content"][:-1], tail]}
     return sys_blocks, tools, messages
 

@@ -38,6 +38,8 @@ from teamd import (
     wake,
 )
 from teamd.agent import context, model
+from teamd.agent.budget_gate import BudgetGate
+from teamd.agent.cache_ttl import CacheTTL
 from teamd.agent.session import INTERRUPTED, Session, compacted_head
 from teamd.agent.tools import Blocked, Toolbox, specs_for
 from teamd.errors import BadInput, TeamdError
@@ -112,6 +114,7 @@ class Member:
         self.specs = specs_for(self.kind)
         self.session = Session.load(ws.session(team, name))
         self.session.when_stuck = self.session_stuck
+        self.cache = CacheTTL(woken=self.session.ends_with_reply())  # the breakpoints' TTLs
         self.client = model.make_client(self.conf.api_timeout)
         self.status: str | None = member.get("status")
         self.last_context = 0
@@ -140,10 +143,7 @@ class Member:
         # session's claims it has looked at
         self.tasks_let_go: set[int] = set()
         self.claims_seen = 0
-        # the lead heard of this pause already: a member restarted while paused (its
-        # last_error still says so) does not tell it twice
-        self.budget_told = str(member.get("last_error") or "").startswith(
-            tuple(f"{scope} budget reached" for scope in budget.SCOPES))
+        self.gate = BudgetGate(self, member.get("last_error"))  # budgets before each call
 
     # -- the loop ------------------------------------------------------------------------
     def run(self) -> int:
@@ -641,76 +641,20 @@ class Member:
                          reason=reason, summary=summary)
         inbox.deliver(self.ws, self.team, [msg])
 
-    # -- budgets -------------------------------------------------------------------------
-    def budget_reached(self) -> budget.Reached | None:
-        """The member's or the team's budget, when reached (read from the files; from the
-        roster last read whole while config.json does not parse)."""
-        try:
-            config = self.roster_seen = roster.load(self.ws, self.team, only=self.name)
-        except BadInput:
-            raise  # the team is gone
-        except TeamdError as exc:
-            log.warning("%s; the budgets last read stand", exc)
-            config = self.roster_seen
-        if budget.budget_of(config) is None and all(
-                budget.budget_of(m) is None for m in config["members"]
-                if m["name"] == self.name):
-            return None  # no budget: no need to read the spend
-        return budget.reached(config, self.name, budget.spent(self.ws, self.team))
-
-    def wait_within_budget(self) -> None:
-        """Before a model call: while a budget is reached, make none. The member is
-        `paused` with the reason, journals `budget_reached` and tells the lead once (the LLM
-        lead tells the person), then waits, woken by inotify, until the budget is raised or
-        removed (config.json) or a shutdown_request comes (answered at once)."""
-        reached = self.budget_reached()
-        if reached is None:
-            self.budget_told = False
-            return
-        line = reached.line()
-        log.warning("%s: paused, no model call until it is raised", line)
-        self.update_member(status="paused", last_error=line)
-        if not self.budget_told:
-            self.budget_told = True
-            facts = {"scope": reached.scope, "spent_usd": reached.spent_usd,
-                     "budget_usd": reached.budget_usd}
-            events.emit(self.ws, self.team, "budget_reached", member=self.name, **facts)
-            raise_it = f"teamctl budget {self.team} USD" + (
-                f" --member {self.name}" if reached.scope == "member" else "")
-            # the LLM lead's own pause goes to the person beside it
-            recipient = USER if self.kind == "lead" else LEAD
-            inbox.deliver(self.ws, self.team, [inbox.make(
-                "budget_reached", self.name, recipient,
-                f"{self.name} is paused: {line}; `{raise_it}` raises it", member=self.name,
-                **facts)])
-        watcher = self.idle_watcher()
-        self.watch_roster = True  # armed before the check below: no raise slips past
-        try:
-            while True:
-                self.leave_if_asked("paused: budget reached")
-                if self.budget_reached() is None:
-                    break
-                self.wait_on(watcher, None)
-        finally:
-            self.watch_roster = False
-        log.info("the budget was raised: going on")
-        self.budget_told = False
-        self.update_member(status="active", last_error=None)
-
     # -- the model -----------------------------------------------------------------------
     def ask_model(self, messages: list[dict[str, Any]], **extra: Any) -> model.Reply | None:
         """The model's answer. Trouble a later try may mend is retried here, after the
         root's shared back-off and with every wait shown in `last_error`, until it mends;
         a shutdown_request ends a wait (`Leave`). None: an answer retrying cannot mend."""
-        system, tools, messages = context.with_cache_breakpoints(self.system, self.specs,
-                                                                 messages)
+        system, tools, messages = context.with_cache_breakpoints(
+            self.system, self.specs, messages, *self.cache.ttls(self.conf.cache_ttl))
         while True:
             # teamd.toml as it is now (SIGHUP applies from the next call: prices, limits)
             self.conf = settings.load_or_keep(self.ws, self.conf)
             events.use_settings(self.ws, self.conf)
             if self.client.api_timeout != self.conf.api_timeout:
                 self.client = model.make_client(self.conf.api_timeout)  # a new bound
-            self.wait_within_budget()
+            self.gate.wait()
             self.wait_out_shared_backoff()
             # "active" reaches the roster as soon as the request has left, not before it:
             # that write (roster lock, fsyncs, journal) would otherwise sit on the path from
@@ -740,9 +684,8 @@ class Member:
             price = prices.price_of(self.model_name, self.conf.prices)
             if failure is not None:
                 events.emit(self.ws, self.team, "model_call", member=self.name,
-                            model=self.model_name, error=str(failure), ms=None, input_tokens=0,
-                            output_tokens=0, cache_read_input_tokens=0,
-                            cache_creation_input_tokens=0, cost_usd=prices.cost({}, price))
+                            model=self.model_name, error=str(failure), ms=None,
+                            cost_usd=prices.cost({}, price), **dict.fromkeys(prices.CALL_KEYS, 0))
                 if not failure.retryable:
                     self.api_refused(str(failure))
                     return None
@@ -750,6 +693,7 @@ class Member:
                 continue
             assert reply is not None
             cost = prices.cost(reply.usage, price)
+            self.cache.saw(reply.usage)
             events.emit(self.ws, self.team, "model_call", member=self.name,
                         model=self.model_name, ms=round(reply.ms, 1), error=None,
                         cost_usd=cost, **reply.usage)
@@ -763,7 +707,7 @@ class Member:
     def must_hold_off(self) -> bool:
         """Re-checked once a call slot is taken (the wait may have been long): a budget
         reached or a shared back-off begun meanwhile."""
-        return self.budget_reached() is not None or ratelimit.in_force(
+        return self.gate.holds() is not None or ratelimit.in_force(
             self.ws, self.conf.retry_max_wait) is not None
 
     def hold_root_back(self, until: float) -> None:
@@ -923,7 +867,8 @@ class Member:
                                      "calls are not counted in cost (add it under [prices] "
                                      "in teamd.toml)")
             log.warning(changes["last_error"])
-        self.update_member(usage_add=usage, cost_add=cost, **changes)
+        self.update_member(usage_add={k: usage.get(k) for k in prices.TOKEN_KEYS},
+                           cost_add=cost, **changes)
 
     def current_task(self) -> int | None:
         """`current_task`: the lowest in_progress task this member owns, read from the tasks

@@ -291,8 +291,7 @@ def _reply(response: Any, ms: float) -> Reply:
     return Reply(
         content=[_plain(block.model_dump(exclude_none=True)) for block in response.content],
         stop_reason=response.stop_reason,
-        # an older SDK's Usage may lack the cache fields
-        usage={key: getattr(usage, key, 0) or 0 for key in prices.TOKEN_KEYS},
+        usage=prices.usage_of(usage),  # an older SDK's may lack the cache fields
         ms=ms,
     )
 

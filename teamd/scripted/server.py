@@ -26,6 +26,7 @@ from types import TracebackType
 from typing import Any, cast
 
 from teamd.scripted.cache import PromptCache
+from teamd.scripted.cache import split as cache_split
 from teamd.scripted.scenario import ERROR_TYPES, Decision, ErrorSpec, RequestView, Rule, Scenario
 
 log = logging.getLogger(__name__)
@@ -94,20 +95,9 @@ def build_message(body: Mapping[str, Any], decision: Decision,
     stop_reason = decision.stop_reason or (
         "tool_use" if any(b["type"] == "tool_use" for b in content) else "end_turn"
     )
-    usage = {
-        "input_tokens": _input_tokens(body),
-        "output_tokens": max(1, _estimate_tokens(content)),
-        "cache_read_input_tokens": 0,
-        "cache_creation_input_tokens": 0,
-    }
-    cached = cache.usage(body) if cache is not None else None
-    if cached:
-        # the same total as without caching (compaction keys off it), split three ways
-        total = usage["input_tokens"]
-        read = min(cached["cache_read_input_tokens"], total)
-        written = min(cached["cache_creation_input_tokens"], total - read)
-        usage.update(input_tokens=total - read - written, cache_read_input_tokens=read,
-                     cache_creation_input_tokens=written)
+    total = _input_tokens(body)
+    usage = cache.usage(body, total) if cache is not None else cache_split(total)
+    usage["output_tokens"] = max(1, _estimate_tokens(content))
     usage.update(decision.usage)
     return {
         "id": _new_id("msg"),

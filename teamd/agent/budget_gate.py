@@ -1,0 +1,106 @@
+"""The budgets a member checks before every model call (CONTRACT.md section 12): while its
+own or its team's budget is reached it makes no call; nor while a budget applies and its
+model has no price — a budget is never blind. Either way the member is `paused` with the
+reason in `last_error` and waits, woken by teamd (the roster, the spend, a SIGHUP that may
+have added a price), until it may go on or a shutdown_request comes.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from teamd import budget, events, inbox, roster, settings
+from teamd.errors import BadInput, TeamdError
+from teamd.files import Json
+from teamd.layout import LEAD, USER
+
+if TYPE_CHECKING:
+    from teamd.agent.loop import Member
+
+log = logging.getLogger(__name__)
+
+
+class BudgetGate:
+    """One member's gate. `told`: the lead heard of the budget reached already (a member
+    restarted while paused, its last_error still saying so, does not tell it twice)."""
+
+    def __init__(self, member: Member, last_error: str | None) -> None:
+        self.m = member
+        self.told = str(last_error or "").startswith(
+            tuple(f"{scope} budget reached" for scope in budget.SCOPES))
+
+    def roster(self) -> Json:
+        """The roster as the member sees it: read now, or the copy last read whole while
+        config.json does not parse (the budgets last read stand)."""
+        m = self.m
+        try:
+            m.roster_seen = roster.load(m.ws, m.team, only=m.name)
+        except BadInput:
+            raise  # the team is gone
+        except TeamdError as exc:
+            log.warning("%s; the budgets last read stand", exc)
+        return m.roster_seen
+
+    def reached(self) -> budget.Reached | None:
+        """The member's or the team's budget, when reached."""
+        config = self.roster()
+        if budget.budget_of(config) is None and all(
+                budget.budget_of(m) is None for m in config["members"]
+                if m["name"] == self.m.name):
+            return None  # no budget: no need to read the spend
+        return budget.reached(config, self.m.name, budget.spent(self.m.ws, self.m.team))
+
+    def blind(self) -> str | None:
+        """Why the member may not call while a budget applies: its model has no price
+        (teamd.toml as it is now: a price added and SIGHUP'd lets it go on)."""
+        m = self.m
+        m.conf = settings.load_or_keep(m.ws, m.conf)
+        return budget.blind(m.roster_seen, m.name, m.model_name, m.conf.prices)
+
+    def holds(self) -> str | None:
+        """What holds the next call, in `last_error`'s words; None when it may go."""
+        reached = self.reached()
+        return reached.line() if reached is not None else self.blind()
+
+    def wait(self) -> None:
+        """Before a model call: while something holds it, make none. A budget reached is
+        journaled (`budget_reached`) and told to the lead once (the LLM lead tells the
+        person); a model with no price is said in `last_error`."""
+        reached = self.reached()
+        line = reached.line() if reached is not None else self.blind()
+        if line is None:
+            self.told = False
+            return
+        m = self.m
+        log.warning("%s: paused, no model call until it may go on", line)
+        m.update_member(status="paused", last_error=line)
+        if reached is not None and not self.told:
+            self.told = True
+            self.tell(reached, line)
+        watcher = m.idle_watcher()
+        m.watch_roster = True  # armed before the check below: no raise slips past
+        try:
+            while True:
+                m.leave_if_asked("paused: budget reached" if reached else "paused: no price")
+                if self.holds() is None:
+                    break
+                m.wait_on(watcher, None)
+        finally:
+            m.watch_roster = False
+        log.info("no budget holds the call any more: going on")
+        self.told = False
+        m.update_member(status="active", last_error=None)
+
+    def tell(self, reached: budget.Reached, line: str) -> None:
+        m = self.m
+        facts = {"scope": reached.scope, "spent_usd": reached.spent_usd,
+                 "budget_usd": reached.budget_usd}
+        events.emit(m.ws, m.team, "budget_reached", member=m.name, **facts)
+        raise_it = f"teamctl budget {m.team} USD" + (
+            f" --member {m.name}" if reached.scope == "member" else "")
+        # the LLM lead's own pause goes to the person beside it
+        recipient = USER if m.kind == "lead" else LEAD
+        inbox.deliver(m.ws, m.team, [inbox.make(
+            "budget_reached", m.name, recipient,
+            f"{m.name} is paused: {line}; `{raise_it}` raises it", member=m.name, **facts)])

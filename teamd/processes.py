@@ -25,7 +25,7 @@ from typing import Protocol
 
 import psutil
 
-from teamd import files, wake
+from teamd import apikey, files, wake
 from teamd.layout import Workspace
 from teamd.notify import NOTIFY_ENV_KEYS, scrub_child_env
 from teamd.proc import (
@@ -36,6 +36,7 @@ from teamd.proc import (
     raise_oom_score_adj,
     redirect_stdio,
     reset_signals,
+    set_dumpable,
     wipe_environ_block,
 )
 from teamd.settings import Settings
@@ -124,8 +125,9 @@ class MemberProcess:
         return False  # until teamd reaps it, which forgets it
 
     def go(self) -> None:
-        """Let the child run: teamd has recorded its pid."""
-        self._release(GO)
+        """Let the child run: teamd has recorded its pid. The API key follows the go byte
+        (the one way a member gets it: CONTRACT §8, `teamd.apikey`)."""
+        self._release(GO + apikey.as_bytes())
 
     def abort(self) -> None:
         """Tell the child not to run (it sees its go pipe close and exits)."""
@@ -143,8 +145,8 @@ class MemberProcess:
         if fd is None:
             return
         try:
-            if word:
-                os.write(fd, word)
+            while word:  # a few bytes into an empty pipe: written at once
+                word = word[os.write(fd, word):]
         finally:
             os.close(fd)
 
@@ -329,17 +331,19 @@ def child_main(ws: Workspace, team: str, name: str, conf: Settings, parent_pid: 
     and environment; then, once let go, the teammate's loop. Never returns."""
     code = EXIT_BOOT_ERROR
     try:
+        apikey.hold(None)  # a member holds only what its go pipe hands it
         os.setpgid(0, 0)
         die_with_parent(signal.SIGTERM, parent_pid)
         reset_signals()
         redirect_stdio(str(ws.member_log(team, name)))
         raise_oom_score_adj()
+        set_dumpable(False)
         close_fds(keep=[go_r] if wake_r is None else [go_r, wake_r])
         scrub_child_env(os.environ)
         wipe_environ_block(NOTIFY_ENV_KEYS)
         if os.read(go_r, 1) != GO:
             os._exit(EXIT_BOOT_ERROR)  # the supervisor changed its mind
-        os.close(go_r)
+        apikey.receive(go_r)  # the key, to the pipe's end; closes it
         from teamd.agent.loop import run_member
 
         code = run_member(ws, team, name, conf, wake_fd=wake_r)

@@ -99,6 +99,7 @@ def test_the_key_is_in_no_environ_and_no_tool_or_hook_prints_it(
                             and f"{n} probed" in r["last_user_text"], T)
         info = pidfile.running(ws)
         assert info is not None and info["pid"] == daemon.pid and info["api_key_set"] is True
+        assert "no API key" not in cli(ws, "status").output
         pids = {"teamd": daemon.pid}
         for name in ("lead", "alice", "bob"):
             pid = live_pid(ws, TEAM, name)
@@ -211,3 +212,17 @@ def test_a_systemd_credential_is_read_from_credentials_directory(
         daemon.stop()
         reap_leftovers(ws)
     assert first["api_key_sha256"] == sha(key)
+
+
+def test_status_says_when_the_running_teamd_has_no_key(
+        ws: Workspace, server: ScriptedServer, tmp_path: Path) -> None:
+    env = teamd_env(server.url)
+    del env["ANTHROPIC_API_KEY"]
+    daemon = Teamd(ws, env, tmp_path / "teamd.log")
+    try:
+        info = pidfile.running(ws)
+        assert info is not None and info["api_key_set"] is False
+        first = cli(ws, "status").output.splitlines()[0]
+        assert first.startswith(f"supervisor: pid {daemon.pid}") and "no API key" in first
+    finally:
+        daemon.stop()

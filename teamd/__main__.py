@@ -33,10 +33,16 @@ def build_parser() -> argparse.ArgumentParser:
 def take_key(ws: Workspace) -> None:
     """Hold the API key out of every environment block (re-executing `teamd` if it was in
     ours), then become non-dumpable: nothing running as our user reads our memory."""
-    from teamd import apikey, settings
-    from teamd.proc import set_dumpable
+    from teamd import apikey
 
-    apikey.take(settings.load(ws).api_key_file)
+    def key_file() -> str:  # read only when the environment has no key
+        from teamd import settings
+
+        return settings.load(ws).api_key_file
+
+    apikey.take(key_file)
+    from teamd.proc import set_dumpable  # after: a re-execution needs none of this
+
     set_dumpable(False)
 
 

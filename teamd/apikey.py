@@ -22,7 +22,7 @@ from __future__ import annotations
 import os
 import stat
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from teamd.errors import BadInput
@@ -110,12 +110,13 @@ def from_file(setting: str, environ: Mapping[str, str] | None = None) -> str:
     return key
 
 
-def take(api_key_file: str) -> None:
+def take(api_key_file: Callable[[], str]) -> None:
     """`teamd run`'s first step: hold the key, leaving it in no environment block.
 
     The image a re-execution started reads it from `TEAMD_KEY_FD`. Otherwise a key in
     `ANTHROPIC_API_KEY` wins over `api_key_file` (the environment overrides the file, §10),
-    and its presence makes `teamd` re-execute itself without it (this never returns then).
+    and its presence makes `teamd` re-execute itself without it (this never returns then),
+    before anything else is loaded. `api_key_file`: the setting, read only when needed.
     """
     fd = os.environ.pop(FD_ENV, None)
     if fd is not None:
@@ -129,7 +130,8 @@ def take(api_key_file: str) -> None:
         if len(key.encode()) > MAX_KEY:
             raise BadInput(f"{KEY_ENV} is over {MAX_KEY} bytes: not a key")
         _reexec(key)
-    hold(from_file(api_key_file) if api_key_file else None)
+    setting = api_key_file()
+    hold(from_file(setting) if setting else None)
 
 
 def _reexec(key: str) -> None:

@@ -124,14 +124,14 @@ def take(api_key_file: Callable[[], str]) -> None:
             receive(int(fd))
         except (OSError, ValueError):
             raise BadInput(f"{FD_ENV}={fd!r} is no pipe teamd handed itself; unset it") from None
-        return
-    if KEY_ENV in os.environ:
+    elif KEY_ENV in os.environ:  # even empty: the variable goes
         key = os.environ[KEY_ENV]
         if len(key.encode()) > MAX_KEY:
             raise BadInput(f"{KEY_ENV} is over {MAX_KEY} bytes: not a key")
         _reexec(key)
-    setting = api_key_file()
-    hold(from_file(setting) if setting else None)
+    if _held is None:  # no key in the environment (an empty one is none)
+        setting = api_key_file()
+        hold(from_file(setting) if setting else None)
 
 
 def _reexec(key: str) -> None:

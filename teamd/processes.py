@@ -2,12 +2,13 @@
 
 A *member* is a roster entry; its *process* is what teamd forks for it (`MemberProcess`, the
 record teamd keeps of it until it is reaped). Here: forking one (`fork_process`: the go pipe
-that holds the child until teamd has recorded its pid, and `child_main`, what the child does
-before the teammate's loop), and ending processes with one ladder (`Ladder`: SIGTERM, then
-SIGKILL after `stop_timeout`) for all three kinds teamd ends: a member's process, a live
-process of an earlier supervisor still named by the roster (`Orphan`), and a process teamd
-adopted as a child subreaper when a teammate died (`Stray`, found by `find_strays`). When to
-fork and when to end is `policy`'s; the loop that does it is the supervisor's.
+that holds the child until teamd has recorded its pid and then hands it the API key, and
+`child_main`, what the child does before the teammate's loop), and ending processes with
+one ladder (`Ladder`: SIGTERM, then SIGKILL after `stop_timeout`) for all three kinds teamd
+ends: a member's process, a live process of an earlier supervisor still named by the roster
+(`Orphan`), and a process teamd adopted as a child subreaper when a teammate died (`Stray`,
+found by `find_strays`). When to fork and when to end is `policy`'s; the loop that does it
+is the supervisor's.
 """
 
 from __future__ import annotations

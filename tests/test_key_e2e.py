@@ -168,12 +168,14 @@ def test_api_key_file_must_be_private_and_then_serves(
     assert server.requests == [] and pidfile.running(ws) is None
 
     os.chmod(secret, 0o600)
+    env["ANTHROPIC_API_KEY"] = ""  # set but empty is no key: the file serves
     daemon = Teamd(ws, env, tmp_path / "teamd.log")
     try:
         first = server.wait_for(lambda r: r["agent"] == "alice", T)
         info = pidfile.running(ws)
         assert info is not None and info["api_key_set"] is True
-        assert key.encode() not in environ_of(daemon.pid)
+        block = environ_of(daemon.pid)
+        assert key.encode() not in block and b"ANTHROPIC_API_KEY=" not in block
     finally:
         daemon.stop()
         reap_leftovers(ws)

@@ -234,7 +234,7 @@ def make_repo(path: Path) -> Path:
         worktrees.git(path, "config", key, value)
     (path / "README.md").write_text("# The app\n\nA REST API, moving to GraphQL.\n")
     worktrees.git(path, "add", "-A")
-    worktrees.git(path, *worktrees.NO_HOOKS, "commit", "-q", "-m", "The app before the migration")
+    worktrees.git(path, "commit", "-q", "-m", "The app before the migration")
     return path
 
 

@@ -84,6 +84,8 @@ def render_status(doc: Json, fit: int | None = None) -> str:
         lines = [f"supervisor: pid {sup['pid']}, up {output.duration(sup.get('uptime'))} "
                  f"(since {output.when(sup.get('started_at'))}), CPU "
                  f"{cpu or 0:.1f}%, PSS {output.human_bytes(sup.get('pss'))}"]
+        if sup.get("api_key_set") is False:  # absent: a teamd from before the field
+            lines[0] += "; no API key (set ANTHROPIC_API_KEY or api_key_file, then restart it)"
     else:
         lines = [f"supervisor: none running for {doc['root']} (start one with `teamd run`); "
                  "statuses below may be stale"]

@@ -30,6 +30,22 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def take_key(ws: Workspace) -> None:
+    """Hold the API key out of every environment block (re-executing `teamd` if it was in
+    ours), then become non-dumpable: nothing running as our user reads our memory."""
+    from teamd import apikey
+
+    def key_file() -> str:  # read only when the environment has no key
+        from teamd import settings
+
+        return settings.load(ws).api_key_file
+
+    apikey.take(key_file)
+    from teamd.proc import set_dumpable  # after: a re-execution needs none of this
+
+    set_dumpable(False)
+
+
 def main(argv: list[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
     # journald stamps each line itself; in a terminal the time is worth printing
@@ -37,10 +53,12 @@ def main(argv: list[str] | None = None) -> None:
     if "JOURNAL_STREAM" not in os.environ:
         fmt = "%(asctime)s " + fmt
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO, format=fmt)
-    from teamd.supervisor import Supervisor
-
     try:
-        sys.exit(Supervisor(Workspace.at(args.root)).run())
+        ws = Workspace.at(args.root)
+        take_key(ws)
+        from teamd.supervisor import Supervisor
+
+        sys.exit(Supervisor(ws).run())
     except TeamdError as exc:
         print(f"teamd: error: {exc}", file=sys.stderr)
         sys.exit(exc.exit_code)

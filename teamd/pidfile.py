@@ -13,7 +13,7 @@ from typing import Any
 import filelock
 import psutil
 
-from teamd import files
+from teamd import apikey, files
 from teamd.errors import BadInput
 from teamd.files import Json
 from teamd.layout import Workspace
@@ -29,7 +29,8 @@ def running(ws: Workspace) -> Json | None:
 
 
 def claim(ws: Workspace, version: str) -> filelock.FileLock:
-    """Take the supervisor lock for this root or raise BadInput naming the holder."""
+    """Take the supervisor lock for this root or raise BadInput naming the holder. The
+    record says whether this supervisor holds an API key (`api_key_set`)."""
     files.ensure_dir(ws.teams_dir)
     lock = filelock.FileLock(str(ws.supervisor_lock), timeout=0, mode=files.FILE_MODE,
                              preserve_lock_file=True)
@@ -41,6 +42,7 @@ def claim(ws: Workspace, version: str) -> filelock.FileLock:
         raise BadInput(f"another teamd already supervises {ws.root}{who}") from None
     me = psutil.Process(os.getpid())
     record: dict[str, Any] = {"schema": 1, "pid": me.pid, "create_time": me.create_time(),
-                              "started_at": time.time(), "version": version}
+                              "started_at": time.time(), "version": version,
+                              "api_key_set": apikey.held() is not None}
     files.write_json(ws.supervisor_info, record)
     return lock

@@ -30,6 +30,7 @@ EXIT_NO_SPACE = 74  # EX_IOERR: stopped for want of space; retried later, never 
 SAME_START = 0.01
 
 PR_SET_PDEATHSIG = 1
+PR_SET_DUMPABLE = 4
 PR_SET_CHILD_SUBREAPER = 36
 
 _libc: ctypes.CDLL | None = None
@@ -78,6 +79,13 @@ def become_subreaper() -> None:
         log.warning("cannot become a child subreaper: %s", exc)
 
 
+def set_dumpable(dumpable: bool) -> None:
+    """Non-dumpable (False): no core dump, and no other process of the same user may
+    ptrace this one or read its memory (`/proc/PID/mem`), environment or descriptors —
+    where the API key lives in `teamd` and its members (CONTRACT §8). Exec resets it."""
+    _prctl(PR_SET_DUMPABLE, int(dumpable))
+
+
 def reset_signals() -> None:
     """A member's process inherits the supervisor's handlers and wakeup fd; drop them."""
     try:
@@ -100,14 +108,29 @@ OOM_SCORE_ADJ_MAX = 1000
 def raise_oom_score_adj(by: int = 500) -> None:
     """Offer this process to the kernel's OOM killer before its parent: a teammate is
     restarted by policy, the supervisor is not. Raising needs no privilege (lowering
-    would). Best effort: where /proc says no, the teammate runs as it is."""
+    would). Best effort: where /proc says no, the teammate runs as it is.
+
+    A non-dumpable process's `/proc/self` files belong to root, so a member (non-dumpable
+    from birth, like the `teamd` it was forked from) that is not root is dumpable for just
+    this write, before it holds the key — as Chromium does for the same file."""
     try:
-        with open(OOM_SCORE_ADJ, "r+") as fh:
-            current = int(fh.read().strip() or 0)
-            fh.seek(0)
-            fh.write(str(min(OOM_SCORE_ADJ_MAX, current + by)))
+        try:
+            _add_oom_score_adj(by)
+        except PermissionError:
+            set_dumpable(True)
+            try:
+                _add_oom_score_adj(by)
+            finally:
+                set_dumpable(False)
     except (OSError, ValueError) as exc:
         log.warning("cannot raise oom_score_adj: %s", exc)
+
+
+def _add_oom_score_adj(by: int) -> None:
+    with open(OOM_SCORE_ADJ, "r+") as fh:
+        current = int(fh.read().strip() or 0)
+        fh.seek(0)
+        fh.write(str(min(OOM_SCORE_ADJ_MAX, current + by)))
 
 
 def close_fds(keep: Iterable[int] = ()) -> None:

@@ -2,12 +2,13 @@
 
 A *member* is a roster entry; its *process* is what teamd forks for it (`MemberProcess`, the
 record teamd keeps of it until it is reaped). Here: forking one (`fork_process`: the go pipe
-that holds the child until teamd has recorded its pid, and `child_main`, what the child does
-before the teammate's loop), and ending processes with one ladder (`Ladder`: SIGTERM, then
-SIGKILL after `stop_timeout`) for all three kinds teamd ends: a member's process, a live
-process of an earlier supervisor still named by the roster (`Orphan`), and a process teamd
-adopted as a child subreaper when a teammate died (`Stray`, found by `find_strays`). When to
-fork and when to end is `policy`'s; the loop that does it is the supervisor's.
+that holds the child until teamd has recorded its pid and then hands it the API key, and
+`child_main`, what the child does before the teammate's loop), and ending processes with
+one ladder (`Ladder`: SIGTERM, then SIGKILL after `stop_timeout`) for all three kinds teamd
+ends: a member's process, a live process of an earlier supervisor still named by the roster
+(`Orphan`), and a process teamd adopted as a child subreaper when a teammate died (`Stray`,
+found by `find_strays`). When to fork and when to end is `policy`'s; the loop that does it
+is the supervisor's.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from typing import Protocol
 
 import psutil
 
-from teamd import files, wake
+from teamd import apikey, files, wake
 from teamd.layout import Workspace
 from teamd.notify import NOTIFY_ENV_KEYS, scrub_child_env
 from teamd.proc import (
@@ -37,6 +38,7 @@ from teamd.proc import (
     raise_oom_score_adj,
     redirect_stdio,
     reset_signals,
+    set_dumpable,
     wipe_environ_block,
 )
 from teamd.settings import Settings
@@ -125,8 +127,9 @@ class MemberProcess:
         return False  # until teamd reaps it, which forgets it
 
     def go(self) -> None:
-        """Let the child run: teamd has recorded its pid."""
-        self._release(GO)
+        """Let the child run: teamd has recorded its pid. The API key follows the go byte
+        (the one way a member gets it: CONTRACT §8, `teamd.apikey`)."""
+        self._release(GO + apikey.as_bytes())
 
     def abort(self) -> None:
         """Tell the child not to run (it sees its go pipe close and exits)."""
@@ -144,8 +147,8 @@ class MemberProcess:
         if fd is None:
             return
         try:
-            if word:
-                os.write(fd, word)
+            while word:  # a few bytes into an empty pipe: written at once
+                word = word[os.write(fd, word):]
         finally:
             os.close(fd)
 
@@ -330,17 +333,19 @@ def child_main(ws: Workspace, team: str, name: str, conf: Settings, parent_pid: 
     and environment; then, once let go, the teammate's loop. Never returns."""
     code = EXIT_BOOT_ERROR
     try:
+        apikey.hold(None)  # a member holds only what its go pipe hands it
         os.setpgid(0, 0)
         die_with_parent(signal.SIGTERM, parent_pid)
         reset_signals()
         redirect_stdio(str(ws.member_log(team, name)))
         raise_oom_score_adj()
+        set_dumpable(False)
         close_fds(keep=[go_r] if wake_r is None else [go_r, wake_r])
         scrub_child_env(os.environ)
         wipe_environ_block(NOTIFY_ENV_KEYS)
         if os.read(go_r, 1) != GO:
             os._exit(EXIT_BOOT_ERROR)  # the supervisor changed its mind
-        os.close(go_r)
+        apikey.receive(go_r)  # the key, to the pipe's end; closes it
         from teamd.agent.loop import run_member
 
         code = run_member(ws, team, name, conf, wake_fd=wake_r)

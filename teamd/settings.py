@@ -3,7 +3,8 @@
 A flat table plus the `[permissions]`, `[hooks]` and `[prices]` tables (CONTRACT.md sections
 10, 11, 12).
 `TEAMD_<KEY>` overrides any key of the flat table (the tables have no variables); the API
-key and base URL come only from the environment and are never written anywhere.
+key comes from the environment or the file `api_key_file` names (`teamd.apikey`), the base
+URL from the environment, and neither is ever written anywhere.
 """
 
 from __future__ import annotations
@@ -66,6 +67,9 @@ class Settings:
     api_timeout: float = 600
     #: prompt-cache TTL of the breakpoints: "5m", "1h" (the stable prefix), "auto" (§6, §10)
     cache_ttl: str = "auto"
+    #: a file holding the API key instead of ANTHROPIC_API_KEY: an absolute path (0600) or
+    #: a systemd credential's name; "" = none (CONTRACT §8, `teamd.apikey`)
+    api_key_file: str = ""
     permissions: Permissions = field(default_factory=_no_permissions)
     #: hook name → shell command, only the hooks that are set
     hooks: Mapping[str, str] = field(default_factory=dict)
@@ -83,7 +87,7 @@ _cache: dict[Path, tuple[tuple[int, int, int] | None, Settings]] = {}
 def _coerce(key: str, value: Any, kind: type, source: str) -> Any:
     try:
         if kind is str:
-            if not isinstance(value, str) or not value:
+            if not isinstance(value, str) or not (value or key in _MAY_BE_EMPTY):
                 raise ValueError
             if key in CHOICES and value not in CHOICES[key]:
                 close = difflib.get_close_matches(value, CHOICES[key], n=1)
@@ -110,6 +114,8 @@ def _coerce(key: str, value: Any, kind: type, source: str) -> Any:
 
 # a call bounded by 0 s could never be answered
 _POSITIVE = frozenset({"api_timeout"})
+# text settings where "" means "none"
+_MAY_BE_EMPTY = frozenset({"api_key_file"})
 
 
 def _did_you_mean(key: str) -> str:
@@ -213,7 +219,9 @@ def write_defaults(ws: Workspace, force: bool = False) -> Path:
     path = ws.settings_file
     if path.exists() and not force:
         raise BadInput(f"{path} already exists (use --force to overwrite)")
-    header = "# teamd settings; environment TEAMD_<KEY> overrides any key. Times in seconds.\n"
+    header = ("# teamd settings; environment TEAMD_<KEY> overrides any key. Times in seconds.\n"
+              "# api_key_file: a file holding the API key instead of the environment: an\n"
+              "# absolute path only you can read (chmod 600), or a systemd credential's name.\n")
     perms = ("\n# Rules over bash, read_file, write_file, edit_file: Tool or Tool(glob), decided\n"
              "# deny -> the team's `approve --always` answers -> ask -> allow -> default.\n"
              + tomli_w.dumps({"permissions": Settings().permissions.as_toml_table()}))

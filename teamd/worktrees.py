@@ -22,21 +22,21 @@ from pathlib import Path
 from typing import Any
 
 from teamd import branches, events, files, roster
+from teamd.agent.tools_files import child_env
 from teamd.errors import BadInput, TeamdError
 from teamd.files import Json
 from teamd.layout import Workspace
 
 log = logging.getLogger(__name__)
 
-#: variables that would point git at another repository than the `-C` one, or hand it the key
-_DROPPED_ENV = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "GIT_DIR", "GIT_WORK_TREE",
-                "GIT_INDEX_FILE", "GIT_COMMON_DIR", "GIT_OBJECT_DIRECTORY", "GIT_PREFIX",
-                "GIT_NAMESPACE", "NOTIFY_SOCKET")
+#: variables that would point git at another repository than the `-C` one
+_REDIRECTS = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_COMMON_DIR",
+              "GIT_OBJECT_DIRECTORY", "GIT_PREFIX", "GIT_NAMESPACE")
 #: what a root inside the repository adds to `.git/info/exclude`
 EXCLUDED = ("teamd.toml", ".teams/", ".tasks/", ".worktrees/")
-#: a task commit skips the repository's hooks and signing: it is the harness's record of
-#: the member's work, not a person's commit, and a hook that fails must not lose it
-NO_HOOKS = ("-c", "core.hooksPath=/dev/null", "-c", "commit.gpgsign=false")
+#: before every git command's own arguments: no repository hook ever runs, whoever set
+#: `core.hooksPath` (a model's `bash` could have, in the shared `.git`: CONTRACT §11, §13)
+NO_HOOKS = ("-c", "core.hooksPath=/dev/null")
 GIT_TIMEOUT = 120.0
 
 
@@ -45,9 +45,8 @@ class GitError(TeamdError):
 
 
 def git_env(extra: dict[str, str] | None = None) -> dict[str, str]:
-    """Our environment less the API credentials and any GIT_DIR-like redirection."""
-    env = {k: v for k, v in os.environ.items()
-           if k not in _DROPPED_ENV and not k.startswith("WATCHDOG_")}
+    """A tool's environment (no API key: `child_env`) less any GIT_DIR-like redirection."""
+    env = {k: v for k, v in child_env().items() if k not in _REDIRECTS}
     env["GIT_TERMINAL_PROMPT"] = "0"  # never wait on a password prompt nobody sees
     env.update(extra or {})
     return env
@@ -60,11 +59,12 @@ def _one_line(text: str) -> str:
 def git(repo: Path | str, *args: str, check: bool = True, quiet_locks: bool = False,
         env: dict[str, str] | None = None, stdin: str | None = None
         ) -> subprocess.CompletedProcess[str]:
-    """Run `git -C repo ARGS`; GitError with git's message when `check` and it fails."""
+    """Run `git -C repo -c core.hooksPath=/dev/null ARGS` (the one place a git command
+    line is made); GitError with git's message when `check` and it fails."""
     extra = dict(env or {})
     if quiet_locks:
         extra["GIT_OPTIONAL_LOCKS"] = "0"  # a read (status) must not take index.lock
-    argv = ["git", "-C", str(repo), *args]
+    argv = ["git", "-C", str(repo), *NO_HOOKS, *args]
     try:
         done = subprocess.run(argv, capture_output=True, text=True, env=git_env(extra),
                               input=stdin, timeout=GIT_TIMEOUT,
@@ -258,7 +258,7 @@ def commit_task(team: str, name: str, record: Mapping[str, Any], task: Mapping[s
     if staged.returncode not in (0, 1):
         raise GitError(f"git diff: {_one_line(staged.stderr)}")
     if staged.returncode == 1:
-        git(path, *NO_HOOKS, "commit", "--quiet", "--no-verify", "--no-gpg-sign",
+        git(path, "commit", "--quiet", "--no-verify", "--no-gpg-sign",
             "--cleanup=whitespace", "-F", "-", env=identity(team, name),
             stdin=task_message(task) + "\n")
     known = set(task.get("commits") or [])

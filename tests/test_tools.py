@@ -290,16 +290,59 @@ def test_bash_never_sees_the_api_key(ws: Workspace, team: str, workdir: Path,
     monkeypatch.setenv("ANTHROPIC_AUTH_TOKEN", "tok-secret-654321")
     monkeypatch.setenv("NOTIFY_SOCKET", "/run/x")
     monkeypatch.setenv("WATCHDOG_USEC", "1000")
+    # nor the store's connection, its password, teamd's crash points, the key's descriptor
+    dropped = {"PGPASSWORD": "pg-secret-1", "PGHOST": "db", "TEAMD_STORE": "postgresql://s",
+               "TEAMD_CRASH_AFTER_CLAIM": "1", "TEAMD_KEY_FD": "5"}
+    for key, value in dropped.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setenv("TEAMD_KEPT", "kept")
     tb = box(ws, workdir)
     out = ok(tb.run("bash", {"command": "echo k=$ANTHROPIC_API_KEY t=$ANTHROPIC_AUTH_TOKEN "
                                         "n=$NOTIFY_SOCKET w=$WATCHDOG_USEC; env"}))
     assert out.startswith("k= t= n= w=\n")
-    assert "secret" not in out
+    assert "secret" not in out and "TEAMD_KEPT=kept" in out
+    for key in dropped:
+        assert f"{key}=" not in out
     # even if the key reaches a file, a tool result never shows it
     (workdir / ".env").write_text("KEY=fake-test-secret-123456\n")
     out = ok(tb.run("read_file", {"path": ".env"}))
     assert "fake-test-secret-123456" not in out and "redacted" in out
     assert "fake-test-secret" not in ws.events(TEAM).read_text()
+
+
+def test_no_rule_opens_teamds_own_files_or_another_members_worktree(
+        ws: Workspace, team: str) -> None:
+    """CONTRACT §11 "What no rule can open": a member working at the root (an LLM lead in the
+    repository that holds it) may read teamd's files, never write them."""
+    ws.settings_file.write_text('[permissions]\nask = ["write_file", "edit_file"]\n')
+    before = {p: p.read_bytes() for p in ws.root.rglob("*") if p.is_file()}
+    (ws.root / "link").symlink_to(ws.teams_dir)
+    tb = box(ws, ws.root)
+    own = [("write_file", {"path": "teamd.toml", "content": "x"}),
+           ("edit_file", {"path": "teamd.toml", "old_text": "ask", "new_text": "allow"}),
+           ("write_file", {"path": f".teams/{TEAM}/config.json", "content": "{}"}),
+           ("write_file", {"path": f".teams/{TEAM}/permissions.json", "content": "{}"}),
+           ("write_file", {"path": f".tasks/{TEAM}/1.json", "content": "{}"}),
+           ("write_file", {"path": "link/teamd.json", "content": "{}"}),
+           ("write_file", {"path": str(ws.root / ".teams" / "new.txt"), "content": "x"})]
+    for tool, args in own:  # refused before the rules: no ask is opened
+        result = tb.run(tool, args)
+        assert result.is_error and result.content.startswith("refused: teamd's own files"), \
+            (tool, args, result.content)
+    for path in (f".worktrees/{TEAM}/bob/a.txt", ".worktrees/other/alice/a.txt",
+                 ".worktrees/stray.txt"):
+        result = tb.run("write_file", {"path": path, "content": "x"})
+        assert result.is_error, path
+        assert result.content.startswith("refused: another member's worktree"), path
+    assert {p: p.read_bytes() for p in ws.root.rglob("*")
+            if p.is_file() and "/events" not in str(p)} == \
+        {p: b for p, b in before.items() if "/events" not in str(p)}
+    assert not ws.requests_dir(TEAM).exists() or not any(ws.requests_dir(TEAM).iterdir())
+    assert "alice" in ok(tb.run("read_file", {"path": f".teams/{TEAM}/config.json"}))
+    # one's own worktree is one's own (the rules still apply to it)
+    ws.settings_file.write_text("")
+    ok(tb.run("write_file", {"path": f".worktrees/{TEAM}/alice/a.txt", "content": "mine"}))
+    assert (ws.root / ".worktrees" / TEAM / "alice" / "a.txt").read_text() == "mine"
 
 
 # -- plan mode ---------------------------------------------------------------------------

@@ -15,7 +15,6 @@ import email.utils
 import inspect
 import json
 import logging
-import os
 import re
 import socket
 import ssl
@@ -33,7 +32,7 @@ try:
 except ImportError:  # pragma: no cover - older SDKs
     import httpx  # type: ignore[no-redef]
 
-from teamd import prices
+from teamd import apikey, prices
 from teamd.files import Json
 
 log = logging.getLogger(__name__)
@@ -217,7 +216,7 @@ def make_client(api_timeout: float = 600.0) -> Client:
     http = _http_client(event_hooks={"request": [on_request], "response": [on_response]})
     sdk = anthropic.Anthropic(max_retries=0, timeout=anthropic.Timeout(api_timeout),
                               http_client=http,
-                              api_key=os.environ.get("ANTHROPIC_API_KEY") or "missing")
+                              api_key=apikey.get() or "missing")
     return Client(sdk, api_timeout, hook, deadline, seen)
 
 

@@ -97,11 +97,11 @@ def read_file_tool(box: Toolbox, path: str, limit: int | None = None) -> ToolRes
 
 
 def write_file_tool(box: Toolbox, path: str, content: str) -> ToolResult:
-    return ToolResult(write_file(box.cwd, path, content))
+    return ToolResult(write_file(box.cwd, path, content, guard=box.guard_write))
 
 
 def edit_file_tool(box: Toolbox, path: str, old_text: str, new_text: str) -> ToolResult:
-    return ToolResult(edit_file(box.cwd, path, old_text, new_text))
+    return ToolResult(edit_file(box.cwd, path, old_text, new_text, guard=box.guard_write))
 
 
 # -- task board ----------------------------------------------------------------------------

@@ -23,13 +23,14 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from teamd import events, files, hooks, permissions, requests
+from teamd import apikey, events, files, hooks, permissions, requests
 from teamd import settings as settings_mod
+from teamd.agent import protected
 from teamd.agent.session import INTERRUPTED
 from teamd.agent.tool_handlers import HANDLERS, Blocked, ToolResult, task_line
 from teamd.agent.tool_input import INPUT_SHOWN, short, validate_input
 from teamd.agent.tool_specs import GATED, KINDS, TOOL_SPECS, specs_for, tool_names
-from teamd.agent.tools_files import ToolError, kill_group
+from teamd.agent.tools_files import ToolError, confine, kill_group
 from teamd.errors import TeamdError
 from teamd.files import Json
 from teamd.layout import LEAD, USER, Workspace
@@ -44,8 +45,8 @@ ERROR_SHOWN = 500  # characters of a failed tool's reason kept in its tool_call 
 
 def _redact(text: str) -> str:
     """Never hand the API credentials to the model, whatever a tool read or printed."""
-    for key in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN"):
-        secret = os.environ.get(key, "")
+    for key, secret in ((apikey.KEY_ENV, apikey.get() or ""),
+                        ("ANTHROPIC_AUTH_TOKEN", os.environ.get("ANTHROPIC_AUTH_TOKEN", ""))):
         if len(secret) >= 8 and secret in text:
             text = text.replace(secret, f"[{key} redacted]")
     return text
@@ -158,6 +159,8 @@ class Toolbox:
         args = validate_input(name, tool_input)
         if name in GATED:
             self._check_plan_gate()
+        if name in protected.WRITING_TOOLS:  # before the rules: no rule can open these
+            self.guard_write(confine(self.cwd, args["path"]))
         approved = None
         if name in permissions.RULED:
             approved = self._permit(name, args)
@@ -204,6 +207,10 @@ class Toolbox:
         if record["status"] != "approved":
             raise Blocked(permissions.refused_text(record))
         return str(rid)
+
+    def guard_write(self, target: Path) -> None:
+        """ToolError when `target` is none of this member's to write (`protected`)."""
+        protected.check_write(self.ws, self.team, self.member, target)
 
     def run_hook(self, hook: str, **event: Any) -> None:
         """Run the `[hooks]` command for `hook`, if one is set; Blocked on exit 2 (the

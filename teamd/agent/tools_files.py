@@ -20,7 +20,7 @@ import signal
 import subprocess
 import time
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,7 +31,13 @@ BASH_CAP = 30_000  # characters of command output shown (head and tail kept)
 # After the command ends the group is killed; output still in the pipe is read for at most
 # this long (a grandchild that escaped into its own session could hold the pipe forever).
 DRAIN_GRACE = 2.0
-_SECRET_ENV = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN")
+#: never in the environment of what the product starts (CONTRACT §8): the API credentials,
+#: the descriptor number teamd re-executes with, the systemd notify socket (a `bash` that
+#: wrote to it would speak for the supervisor), the store's URL and the test crash points;
+#: and by prefix, the watchdog's variables and PostgreSQL's (PGPASSWORD, PGHOST, ...)
+_DROPPED_ENV = frozenset({"ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "TEAMD_KEY_FD",
+                          "NOTIFY_SOCKET", "TEAMD_STORE"})
+_DROPPED_PREFIXES = ("WATCHDOG_", "PG", "TEAMD_CRASH_")
 
 
 class ToolError(Exception):
@@ -137,8 +143,14 @@ def _replace_file(target: Path, data: bytes) -> None:
         raise
 
 
-def write_file(cwd: Path, path: str, content: str) -> str:
+#: checks a resolved path a file tool is about to write: ToolError to refuse it
+Guard = Callable[[Path], None]
+
+
+def write_file(cwd: Path, path: str, content: str, guard: Guard | None = None) -> str:
     target = confine(cwd, path)
+    if guard is not None:
+        guard(target)
     if target.is_dir():
         raise ToolError(f"{shown(cwd, target)} is a directory")
     existed = target.exists()
@@ -150,8 +162,11 @@ def write_file(cwd: Path, path: str, content: str) -> str:
     return f"wrote {len(data)} bytes to {shown(cwd, target)} ({verb})"
 
 
-def edit_file(cwd: Path, path: str, old_text: str, new_text: str) -> str:
+def edit_file(cwd: Path, path: str, old_text: str, new_text: str,
+              guard: Guard | None = None) -> str:
     target = confine(cwd, path)
+    if guard is not None:
+        guard(target)
     if not target.is_file():
         raise ToolError(f"{shown(cwd, target)} does not exist or is not a regular file")
     if not old_text:
@@ -206,14 +221,10 @@ def check_command(command: str) -> None:
 
 
 def child_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The environment for `bash`: ours, less the API credentials (a tool must never put the
-    key where the model can read it) and the systemd notify/watchdog variables (a `bash` that
-    wrote to the notify socket would speak for the supervisor)."""
-    env = dict(os.environ if environ is None else environ)
-    for key in list(env):
-        if key in _SECRET_ENV or key == "NOTIFY_SOCKET" or key.startswith("WATCHDOG_"):
-            del env[key]
-    return env
+    """The environment for what a member or teamd starts — `bash`, a hook, git: ours
+    (`environ`), less what must never reach it (`_DROPPED_ENV`, `_DROPPED_PREFIXES`)."""
+    return {k: v for k, v in (os.environ if environ is None else environ).items()
+            if k not in _DROPPED_ENV and not k.startswith(_DROPPED_PREFIXES)}
 
 
 class _Capture:

@@ -1,16 +1,17 @@
 """The scripted Anthropic Messages API server: real HTTP, answers chosen by a Scenario.
 
 This module owns the HTTP side: `POST /v1/messages` (plain JSON and SSE streaming, in the
-shapes the `anthropic` SDK parses) and `/v1/messages/count_tokens`, error replies with
-retry headers, the control endpoints (`GET /_health`, `GET /_requests`,
-`GET|POST /_scenario`), the record of every request (in memory and as a JSONL log) and
-`ScriptedServer`, the object tests hold. A reply's usage splits the input into cache reads
-and writes for requests with `cache_control` breakpoints (`teamd.scripted.cache`). Which
-answer a request gets is decided in `teamd.scripted.scenario`.
+shapes the `anthropic` SDK parses) and `/v1/messages/count_tokens`, error replies with retry
+headers, the control endpoints (`GET /_health`, `GET /_requests`, `GET|POST /_scenario`),
+the record of every request (in memory and as a JSONL log; its key — `x-api-key` or the
+bearer token — as a SHA-256) and `ScriptedServer`, the object tests hold. A reply's usage
+splits the input into cache reads and writes for requests with `cache_control` breakpoints
+(`teamd.scripted.cache`). Which answer a request gets is decided in `teamd.scripted.scenario`.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -267,7 +268,8 @@ class _Handler(BaseHTTPRequestHandler):
             body,
             decision.label,
             status,
-            stream=stream,
+            stream=stream, api_key=self.headers.get("x-api-key") or self.headers.get(
+                "authorization", "").removeprefix("Bearer ") or None,
             reply=message["content"] if message else None,
         )
         owner._in_flight(+1)
@@ -633,19 +635,17 @@ class ScriptedServer:
         rule: str | int,
         status: int,
         *,
-        stream: bool,
+        stream: bool, api_key: str | None = None,
         reply: list[dict[str, Any]] | None,
     ) -> None:
         record: Record = {
-            "received_at": received_at,
-            "agent": view.agent,
+            "received_at": received_at, "agent": view.agent,
+            "api_key_sha256": hashlib.sha256(api_key.encode()).hexdigest() if api_key else None,
             "team": view.team,
             "n": view.n,
-            "stream": stream,
-            "rule": rule,
+            "stream": stream, "rule": rule,
             "status": status,
-            "last_user_text": view.last_user_text,
-            "n_messages": view.n_messages,
+            "last_user_text": view.last_user_text, "n_messages": view.n_messages,
             "body": body,
             "reply": reply,
         }

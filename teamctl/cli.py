@@ -1232,12 +1232,10 @@ def demo(ctx: typer.Context,
     Example:
       teamctl --root /tmp/demo demo --lead
     """
-    from pathlib import Path
-
     from teamctl import demo as demo_mod
 
     chosen = root or ctx.find_root().params.get("root") or os.environ.get(ROOT_ENV) or None
-    demo_mod.run(Path(chosen).expanduser().absolute() if chosen else None, timeout, lead)
+    demo_mod.run(chosen, timeout, lead)  # as given: it prints paths in the same form
 
 
 def main() -> None:

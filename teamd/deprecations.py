@@ -1,8 +1,11 @@
-"""Deprecated and retired models, from the table the installed `anthropic` SDK ships.
+"""Deprecated, retired and unknown models, from the tables the installed `anthropic` SDK
+ships.
 
 The SDK keeps `DEPRECATED_MODELS` (model → end-of-life date, e.g. "November 30th, 2026") and
 warns on every call. `teamctl spawn` and `teamd` warn once instead (CONTRACT.md section 12).
-`teamctl` must never import the SDK (it is its fast path), so the table is read from the
+It also lists the models it knows (its `Model` type): `teamctl spawn` warns for a name not
+among them — a typo, or a model retired and dropped (CONTRACT.md section 9).
+`teamctl` must never import the SDK (it is its fast path), so the tables are read from the
 SDK's source text: the package is found with `importlib.util.find_spec` (which executes
 nothing of a top-level package) and the file is parsed with `ast`, never run.
 """
@@ -11,6 +14,7 @@ from __future__ import annotations
 
 import ast
 import datetime as dt
+import difflib
 import functools
 import importlib.util
 import logging
@@ -24,6 +28,9 @@ log = logging.getLogger(__name__)
 # resource in earlier ones.
 _TABLE_FILES = ("_data/deprecated_models.py", "resources/messages/messages.py")
 _TABLE_NAME = "DEPRECATED_MODELS"
+# Where they keep the list of models: the `Model` type alias, a Literal of names (or str)
+_MODEL_FILES = ("types/model.py", "types/model_param.py")
+_MODEL_NAMES = ("Model", "ModelParam")
 _ORDINAL = re.compile(r"(\d+)(st|nd|rd|th)\b")
 
 
@@ -39,6 +46,48 @@ class Deprecation:
             return f"model {self.model} was retired on {self.retires}: calls to it fail"
         return (f"model {self.model} is deprecated and retires on {self.retires}: "
                 "choose a newer model (--model, or `model` in teamd.toml)")
+
+
+def warning_for(model: str) -> str | None:
+    """The one line `teamctl spawn` gives for `model`: deprecated or retired, or not a
+    model the installed SDK knows; None for a current model (or an SDK not readable)."""
+    found = lookup(model)
+    if found is not None:
+        return found.warning()
+    listed = models()
+    if not listed or model in listed:
+        return None
+    close = difflib.get_close_matches(model, sorted(listed), n=1, cutoff=0.6)
+    return (f"model {model} is not a model the installed SDK knows (a typo, or one retired "
+            "and dropped): calls to it may fail" + (f"; did you mean {close[0]}?" if close
+                                                     else ""))
+
+
+@functools.cache
+def models() -> frozenset[str]:
+    """Every model the installed SDK lists (its `Model` type, and the deprecated ones);
+    empty if the list cannot be read."""
+    root = _sdk_folder()
+    if root is None:
+        return frozenset()
+    for rel in _MODEL_FILES:
+        try:
+            tree = ast.parse((root / rel).read_text(encoding="utf-8"), str(root / rel))
+        except (OSError, UnicodeDecodeError, SyntaxError):
+            continue
+        names = {node.value for stmt in tree.body if _assigns(stmt, _MODEL_NAMES)
+                 for node in ast.walk(stmt) if isinstance(node, ast.Constant)
+                 and isinstance(node.value, str) and node.value.startswith("claude")}
+        if names:
+            return frozenset(names | set(table()))
+    log.debug("no model list found in the anthropic SDK at %s", root)
+    return frozenset()
+
+
+def _assigns(stmt: ast.stmt, names: tuple[str, ...]) -> bool:
+    targets = stmt.targets if isinstance(stmt, ast.Assign) else \
+        [stmt.target] if isinstance(stmt, ast.AnnAssign) else []
+    return any(isinstance(t, ast.Name) and t.id in names for t in targets)
 
 
 def lookup(model: str, today: dt.date | None = None) -> Deprecation | None:
@@ -90,13 +139,8 @@ def _literal_table(source: str, where: str) -> dict[str, str] | None:
     except SyntaxError:
         return None
     for node in tree.body:
-        if isinstance(node, ast.Assign):
-            targets, value = node.targets, node.value
-        elif isinstance(node, ast.AnnAssign) and node.value is not None:
-            targets, value = [node.target], node.value
-        else:
-            continue
-        if not any(isinstance(t, ast.Name) and t.id == _TABLE_NAME for t in targets):
+        value = getattr(node, "value", None)
+        if value is None or not _assigns(node, (_TABLE_NAME,)):
             continue
         try:
             data = ast.literal_eval(value)

@@ -72,7 +72,7 @@ def test_dates_in_the_sdks_words(text: str, day: dt.date | None) -> None:
 
 
 def test_spawn_warns_in_one_line_for_the_model_or_the_default(ws: Workspace) -> None:
-    env = clean_env()
+    env = {**clean_env(), "ANTHROPIC_API_KEY": "k"}  # no key warning in the way
     assert teamctl(ws.root, "create", "t", env=env).returncode == 0
     old = teamctl(ws.root, "spawn", "t", "a", "--prompt", "p", "--model", "claude-sonnet-4-5",
                   env=env)
@@ -113,3 +113,28 @@ def test_teamd_journals_each_deprecated_model_once_per_start_per_team(
             assert [(e["model"], e["retires"]) for e in told("old")] == [
                 ("claude-sonnet-4-5", "2026-11-30")] * start
             assert told("new") == []
+
+
+def test_spawn_warns_for_a_model_the_installed_sdk_does_not_list(ws: Workspace) -> None:
+    """A typo, or a model retired and dropped from the SDK's list (CONTRACT §9): one line,
+    as for a deprecated one; the member is added all the same."""
+    assert "claude-sonnet-4-0" not in deprecations.models()  # the SDK's own list, read
+    assert {"claude-sonnet-5-5", "claude-sonnet-4-5"} <= deprecations.models()
+    env = {**clean_env(), "ANTHROPIC_API_KEY": "k"}  # no other warning in the way
+    assert teamctl(ws.root, "create", "t", env=env).returncode == 0
+    done = teamctl(ws.root, "spawn", "t", "a", "--prompt", "p", "--model", "claude-sonnet-4-0",
+                   env=env)
+    assert done.returncode == 0
+    lines = [line for line in done.stderr.decode().splitlines() if "warning" in line]
+    assert lines == ["warning: model claude-sonnet-4-0 is not a model the installed SDK knows "
+                     "(a typo, or one retired and dropped): calls to it may fail; did you mean "
+                     "claude-sonnet-4-6?"]
+    assert roster.get(roster.load(ws, "t"), "a")["model"] == "claude-sonnet-4-0"
+    by_default = teamctl(ws.root, "spawn", "t", "b", "--prompt", "p",
+                         env={**env, "TEAMD_MODEL": "claude-sonet-5-5"})
+    assert b"claude-sonet-5-5 is not a model the installed SDK knows" in by_default.stderr
+    assert b"did you mean claude-sonnet-5-5?" in by_default.stderr
+    for known in ("claude-sonnet-5-5", "claude-haiku-4-5-20251001"):
+        fine = teamctl(ws.root, "spawn", "t", f"c{len(known)}", "--prompt", "p", "--model",
+                       known, env=env)
+        assert fine.returncode == 0 and b"warning" not in fine.stderr, fine.stderr

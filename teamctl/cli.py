@@ -220,32 +220,16 @@ def spawn(
     member = actions.spawn(ws(), team, name, prompt, role=role, model=model,
                            plan_mode=plan_mode, cwd=cwd, lead=lead, worktree=worktree,
                            base=base, budget_usd=budget_usd)
-    _warn_if_deprecated(member.get("model"))
+    from teamctl import advice
+
     if as_json:
         output.emit_json(member)
-        return
-    print(f"spawned {member['agent_id']} (status {member['status']})")
-    tree = member.get("worktree")
-    if tree:
-        print(f"worktree {tree['path']} on branch {tree['branch']}")
-    if pidfile.running(ws()) is None:
-        print("note: no supervisor is running for this root; start one with `teamd run`",
-              file=sys.stderr)
-
-
-def _warn_if_deprecated(model: str | None) -> None:
-    """One line on stderr when the installed SDK lists the member's model (else the
-    default) as deprecated or retired; read from its source: teamctl never imports it."""
-    from teamd import deprecations
-
-    if not model:
-        try:
-            model = settings.load(ws()).model
-        except TeamdError:
-            return  # the member is added; a broken teamd.toml is teamd's to report
-    found = deprecations.lookup(model)
-    if found is not None:
-        print(f"warning: {found.warning()}", file=sys.stderr)
+    else:
+        print(f"spawned {member['agent_id']} (status {member['status']})")
+        tree = member.get("worktree")
+        if tree:
+            print(f"worktree {tree['path']} on branch {tree['branch']}")
+    advice.after_spawn(ws(), member.get("model"))  # model, API key, supervisor
 
 
 # -- messages ----------------------------------------------------------------------------

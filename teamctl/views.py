@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from teamctl import output
+from teamctl import advice, output
 from teamd import prices, roster
 from teamd.files import Json
 
@@ -84,6 +84,7 @@ def render_status(doc: Json, fit: int | None = None) -> str:
         lines = [f"supervisor: pid {sup['pid']}, up {output.duration(sup.get('uptime'))} "
                  f"(since {output.when(sup.get('started_at'))}), CPU "
                  f"{cpu or 0:.1f}%, PSS {output.human_bytes(sup.get('pss'))}"]
+        lines += filter(None, [advice.no_key(sup)])  # teamd.json's api_key_set
     else:
         lines = [f"supervisor: none running for {doc['root']} (start one with `teamd run`); "
                  "statuses below may be stale"]

@@ -13,7 +13,7 @@ from typing import Any
 import filelock
 import psutil
 
-from teamd import files
+from teamd import apikey, files
 from teamd.errors import BadInput
 from teamd.files import Json
 from teamd.layout import Workspace
@@ -41,6 +41,7 @@ def claim(ws: Workspace, version: str) -> filelock.FileLock:
         raise BadInput(f"another teamd already supervises {ws.root}{who}") from None
     me = psutil.Process(os.getpid())
     record: dict[str, Any] = {"schema": 1, "pid": me.pid, "create_time": me.create_time(),
-                              "started_at": time.time(), "version": version}
+                              "started_at": time.time(), "version": version,
+                              "api_key_set": apikey.is_set()}  # whether, never the key
     files.write_json(ws.supervisor_info, record)
     return lock

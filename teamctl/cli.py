@@ -854,7 +854,8 @@ def status(team: Annotated[str | None, typer.Argument(help="One team (default: a
     A status ending in '?' claims a process that is not running (stale). NOTES marks a
     plan-mode member whose gate is still closed and each request pending for a member
     (its id, for `teamctl approve`). Colours follow the status (failed red, backoff
-    yellow); NO_COLOR turns them off.
+    yellow); NO_COLOR turns them off. A team whose files cannot be read gets one line,
+    the others are shown, and the exit code is 1.
 
     \b
     Example:
@@ -869,10 +870,11 @@ def status(team: Annotated[str | None, typer.Argument(help="One team (default: a
     def doc() -> Json:
         return observe.status_doc(w, [team] if team else w.team_names())
 
-    if as_json and not watch:
-        output.emit_json(doc())
-    elif not watch:
-        print(views.render_status(doc(), fit=views.terminal_width()))
+    if not watch:
+        now = doc()
+        print(views.render_status(now, fit=views.terminal_width())) if not as_json else \
+            output.emit_json(now)
+        sys.exit(1 if now["unreadable"] else 0)
     else:
         teams = [team] if team else w.team_names()
         folders = [w.teams_dir, *(p for t in teams for p in (
@@ -911,10 +913,14 @@ def board_cmd(team: TeamArg,
 
 def _journal_of(w: Workspace, team: str) -> tuple[Path, Json | None, Path | None]:
     """(journal path, roster or None, archive or None) of a team, or of its latest archive
-    once it was deleted."""
+    once it was deleted. An unreadable roster hides no journal: it is said, and read."""
     try:
         return w.events(team), actions.require_team(w, team), None
-    except BadInput:
+    except TeamdError as exc:
+        if not isinstance(exc, BadInput):
+            print(f"note: the roster of team {team} cannot be read ({exc}); its journal "
+                  "is read all the same", file=sys.stderr)
+            return w.events(team), None, None
         archives = w.archives(team)
         if not archives:
             raise

@@ -16,6 +16,7 @@ from typing import Any
 import psutil
 
 from teamd import board, budget, pidfile, requests, roster, worktrees
+from teamd.errors import BadInput, TeamdError
 from teamd.files import Json
 from teamd.layout import Workspace
 from teamd.permissions import describe
@@ -92,12 +93,20 @@ def status_doc(ws: Workspace, team_names: list[str]) -> Json:
     `cpu_percent`, `pss`, `rss`, `plan_gate`, `pending_requests`, `waiting_for`, `branch`
     and `ahead` (a worktree member's), and `current_task` as the board has it (the lowest
     in-progress task it owns: the board is the truth); each team with its `spent_usd`
-    (spend.json) and `budget_usd`."""
+    (spend.json) and `budget_usd`. A team whose files cannot be read (a hand-edited
+    `config.json`) hides no other: it is listed in `unreadable` with the reason."""
     supervisor = pidfile.running(ws)
     teams = []
+    unreadable: list[Json] = []
     for team in team_names:
-        config = roster.load(ws, team)
-        teams.append((config, board.list_tasks(ws, team), requests.list_requests(ws, team)))
+        try:
+            config = roster.load(ws, team)
+            teams.append((config, board.list_tasks(ws, team),
+                          requests.list_requests(ws, team)))
+        except BadInput:
+            continue  # deleted since the listing
+        except TeamdError as exc:
+            unreadable.append({"name": team, "error": str(exc)})
     procs: dict[str, psutil.Process] = {}
     if supervisor is not None:
         try:
@@ -112,7 +121,8 @@ def status_doc(ws: Workspace, team_names: list[str]) -> Json:
     facts = measure(procs)
     now = time.time()
     blank = {"cpu_percent": None, "pss": None, "rss": None}
-    doc: Json = {"root": str(ws.root), "supervisor": None, "teams": []}
+    doc: Json = {"root": str(ws.root), "supervisor": None, "teams": [],
+                 "unreadable": unreadable}
     if supervisor is not None:
         doc["supervisor"] = {**supervisor, **facts.get("@teamd", blank),
                              "uptime": now - float(supervisor.get("started_at") or now)}

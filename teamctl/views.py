@@ -106,7 +106,9 @@ def render_status(doc: Json, fit: int | None = None) -> str:
                     for r, m in zip(rows, t["members"], strict=True)]
         lines.append(output.table(headers, rows, fit=fit, flexible=2) if rows else
                      "  no members")
-    if not doc["teams"]:
+    for bad in doc.get("unreadable") or []:
+        lines += ["", output.paint(f"team {bad['name']}: cannot be read: {bad['error']}", "red")]
+    if not doc["teams"] and not doc.get("unreadable"):
         lines.append("no teams (create one with `teamctl create TEAM`)")
     return "\n".join(lines)
 

@@ -22,8 +22,8 @@ from teamd.processes import MemberProcess
 log = logging.getLogger(__name__)
 
 #: the `reason` of the `exited` journaled for a member that died with an earlier supervisor
-DIED_UNSEEN = ("its process ended with no supervisor to see it: it died with an earlier "
-               "teamd (killed, so it journaled nothing)")
+DIED_UNSEEN = ("its process ended with no supervisor to record it (it died with an earlier "
+               "teamd, killed before it could)")
 
 #: the supervisor's `update_member` (roster.update_member, keeping its cached view fresh)
 Update = Callable[[str, str, Callable[[Json, Json], Any]], Any]
@@ -41,7 +41,16 @@ class Repairs:
     def amend(self, team: str, member: Json, process: MemberProcess | None,
               orphan: bool) -> Json:
         """`member` (as the reconcile read it) put right where it lies; returned as it
-        now reads, for the decision that follows."""
+        now reads, for the decision that follows. What cannot be written now (a full
+        disk) is left as it was and tried again at the next reconcile."""
+        try:
+            return self._amend(team, member, process, orphan)
+        except Exception as exc:
+            log.warning("%s/%s: cannot put its record right: %s", team, member["name"], exc)
+            return member
+
+    def _amend(self, team: str, member: Json, process: MemberProcess | None,
+               orphan: bool) -> Json:
         key = (team, member["name"])
         if process is not None:
             if process.aborted:

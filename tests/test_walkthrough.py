@@ -147,3 +147,12 @@ def test_the_readme_walkthrough_runs_offline_with_the_shipped_scenario(
         for job in shell.jobs.values():
             job.kill()
             job.wait(10)
+
+
+def test_a_scenario_that_is_neither_a_file_nor_shipped_is_one_clear_line() -> None:
+    done = subprocess.run([sys.executable, "-m", "teamd.scripted", "--scenario", "walkthru"],
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.splitlines() == [
+        "teamd.scripted: cannot read scenario walkthru: No such file or directory (nor a "
+        "shipped one: walkthrough)"]

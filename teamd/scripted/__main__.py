@@ -23,6 +23,7 @@ log = logging.getLogger(__name__)
 _STOP_SIGNALS = {signal.SIGTERM, signal.SIGINT}
 #: the scenarios shipped in the package, by name (package data: found after `pip install`)
 SHIPPED = Path(__file__).with_name("scenarios")
+SHIPPED_NAMES = ", ".join(sorted(p.stem for p in SHIPPED.glob("*.json")))
 
 
 def scenario_path(given: str) -> Path:
@@ -37,9 +38,8 @@ def _parser() -> argparse.ArgumentParser:
         prog="python -m teamd.scripted",
         description="Serve a scripted Anthropic Messages API driven by scenario rules.",
     )
-    names = ", ".join(sorted(p.stem for p in SHIPPED.glob("*.json")))
     parser.add_argument("--scenario", required=True,
-                        help=f"scenario JSON file, or a shipped one by name: {names}")
+                        help=f"scenario JSON file, or a shipped one by name: {SHIPPED_NAMES}")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=0, help="0 picks a free port")
     parser.add_argument("--log", default=None, help="append one JSON line per request here")
@@ -54,9 +54,11 @@ def main(argv: list[str] | None = None) -> int:
         format="%(asctime)s %(name)s %(levelname)s %(message)s",
     )
     try:
-        scenario = Scenario.load(scenario_path(args.scenario))
+        path = scenario_path(args.scenario)
+        scenario = Scenario.load(path)
     except ValueError as exc:
-        print(f"teamd.scripted: {exc}", file=sys.stderr)
+        shipped = "" if path.exists() else f" (nor a shipped one: {SHIPPED_NAMES})"
+        print(f"teamd.scripted: {exc}{shipped}", file=sys.stderr)
         return 2
 
     # Block the stop signals before any thread exists so every thread inherits the mask

@@ -872,14 +872,15 @@ def status(team: Annotated[str | None, typer.Argument(help="One team (default: a
 
     if not watch:
         now = doc()
-        print(views.render_status(now, fit=views.terminal_width())) if not as_json else \
+        if as_json:
             output.emit_json(now)
-        sys.exit(1 if now["unreadable"] else 0)
-    else:
-        teams = [team] if team else w.team_names()
-        folders = [w.teams_dir, *(p for t in teams for p in (
-            w.team_dir(t), w.requests_dir(t), w.tasks_dir(t)))]
-        views.watch(lambda width: views.render_status(doc(), fit=width), folders, every=2.0)
+        else:
+            print(views.render_status(now, fit=views.terminal_width()))
+        sys.exit(1 if now["unreadable"] else 0)  # a team it cannot read: said, and exit 1
+    teams = [team] if team else w.team_names()
+    folders = [w.teams_dir, *(p for t in teams for p in (
+        w.team_dir(t), w.requests_dir(t), w.tasks_dir(t)))]
+    views.watch(lambda width: views.render_status(doc(), fit=width), folders, every=2.0)
 
 
 @app.command("board")

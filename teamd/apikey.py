@@ -25,8 +25,9 @@ def is_set(env: Mapping[str, str] = os.environ) -> bool:
 
 def refusal(env: Mapping[str, str] = os.environ) -> str | None:
     """Why no model call is made, when none can succeed: no key, and Claude's own API to
-    send to (which answers 401); None otherwise (a key, or a base URL of one's own)."""
-    if is_set(env) or env.get(BASE_URL):
+    send to (which answers 401); None otherwise (a key, the SDK's other credential
+    ANTHROPIC_AUTH_TOKEN, or a base URL of one's own)."""
+    if is_set(env) or env.get("ANTHROPIC_AUTH_TOKEN") or env.get(BASE_URL):
         return None
     return (f"model API: no {KEY} is set for teamd, so nothing reaches Claude (set it where "
             f"teamd runs, or {OFFLINE})")

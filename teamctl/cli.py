@@ -220,20 +220,17 @@ def spawn(
     member = actions.spawn(ws(), team, name, prompt, role=role, model=model,
                            plan_mode=plan_mode, cwd=cwd, lead=lead, worktree=worktree,
                            base=base, budget_usd=budget_usd)
-    from teamctl import models
+    from teamctl import advice, models
 
-    models.warn_if_deprecated(ws(), member.get("model"))
-    models.warn_if_unpriced(ws(), team, member["name"])
     if as_json:
         output.emit_json(member)
-        return
-    print(f"spawned {member['agent_id']} (status {member['status']})")
-    tree = member.get("worktree")
-    if tree:
-        print(f"worktree {tree['path']} on branch {tree['branch']}")
-    if pidfile.running(ws()) is None:
-        print("note: no supervisor is running for this root; start one with `teamd run`",
-              file=sys.stderr)
+    else:
+        print(f"spawned {member['agent_id']} (status {member['status']})")
+        tree = member.get("worktree")
+        if tree:
+            print(f"worktree {tree['path']} on branch {tree['branch']}")
+    advice.after_spawn(ws(), member.get("model"))  # model, API key, supervisor
+    models.warn_if_unpriced(ws(), team, member["name"])
 
 
 # -- messages ----------------------------------------------------------------------------
@@ -866,7 +863,8 @@ def status(team: Annotated[str | None, typer.Argument(help="One team (default: a
     A status ending in '?' claims a process that is not running (stale). NOTES marks a
     plan-mode member whose gate is still closed and each request pending for a member
     (its id, for `teamctl approve`). Colours follow the status (failed red, backoff
-    yellow); NO_COLOR turns them off.
+    yellow); NO_COLOR turns them off. A team whose files cannot be read gets one line,
+    the others are shown, and the exit code is 1.
 
     \b
     Example:
@@ -881,15 +879,17 @@ def status(team: Annotated[str | None, typer.Argument(help="One team (default: a
     def doc() -> Json:
         return observe.status_doc(w, [team] if team else w.team_names())
 
-    if as_json and not watch:
-        output.emit_json(doc())
-    elif not watch:
-        print(views.render_status(doc(), fit=views.terminal_width()))
-    else:
-        teams = [team] if team else w.team_names()
-        folders = [w.teams_dir, *(p for t in teams for p in (
-            w.team_dir(t), w.requests_dir(t), w.tasks_dir(t)))]
-        views.watch(lambda width: views.render_status(doc(), fit=width), folders, every=2.0)
+    if not watch:
+        now = doc()
+        if as_json:
+            output.emit_json(now)
+        else:
+            print(views.render_status(now, fit=views.terminal_width()))
+        sys.exit(1 if now["unreadable"] else 0)  # a team it cannot read: said, and exit 1
+    teams = [team] if team else w.team_names()
+    folders = [w.teams_dir, *(p for t in teams for p in (
+        w.team_dir(t), w.requests_dir(t), w.tasks_dir(t)))]
+    views.watch(lambda width: views.render_status(doc(), fit=width), folders, every=2.0)
 
 
 @app.command("board")
@@ -923,10 +923,14 @@ def board_cmd(team: TeamArg,
 
 def _journal_of(w: Workspace, team: str) -> tuple[Path, Json | None, Path | None]:
     """(journal path, roster or None, archive or None) of a team, or of its latest archive
-    once it was deleted."""
+    once it was deleted. An unreadable roster hides no journal: it is said, and read."""
     try:
         return w.events(team), actions.require_team(w, team), None
-    except BadInput:
+    except TeamdError as exc:
+        if not isinstance(exc, BadInput):
+            print(f"note: the roster of team {team} cannot be read ({exc}); its journal "
+                  "is read all the same", file=sys.stderr)
+            return w.events(team), None, None
         archives = w.archives(team)
         if not archives:
             raise
@@ -1206,12 +1210,10 @@ def demo(ctx: typer.Context,
     Example:
       teamctl --root /tmp/demo demo --lead
     """
-    from pathlib import Path
-
     from teamctl import demo as demo_mod
 
     chosen = root or ctx.find_root().params.get("root") or os.environ.get(ROOT_ENV) or None
-    demo_mod.run(Path(chosen).expanduser().absolute() if chosen else None, timeout, lead)
+    demo_mod.run(chosen, timeout, lead)  # as given: it prints paths in the same form
 
 
 def main() -> None:

@@ -16,6 +16,8 @@ down; the person watching is `user`, who writes to the lead and reads its answer
 from __future__ import annotations
 
 import os
+import shlex
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -157,12 +159,14 @@ def _pick_root(root: Path | None) -> Path:
     return base
 
 
-def run(root: Path | None, timeout: float, lead: bool = False) -> None:
-    """Run the demo in `root` (default: a new ./teamd-demo folder); `lead`: the LLM-lead
-    story."""
-    root = _pick_root(root)
+def run(given: str | None, timeout: float, lead: bool = False) -> None:
+    """Run the demo in the root the person `given` (default: a new ./teamd-demo folder);
+    `lead`: the LLM-lead story. Paths are printed in the form given: absolute for an
+    absolute root, else relative to the current directory, so each works when pasted."""
+    root = _pick_root(Path(given).expanduser().absolute() if given else None)
     files.ensure_dir(root)
     ws = Workspace.at(root)
+    shown = Shown(root, absolute=given is not None and Path(given).expanduser().is_absolute())
     env = dict(os.environ)
     server = None
     if env.get("ANTHROPIC_API_KEY"):
@@ -193,13 +197,15 @@ def run(root: Path | None, timeout: float, lead: bool = False) -> None:
         for name, role, prompt in MEMBERS:
             # each in its own worktree of app/, on branch teamd/rest-to-graphql/{name}
             actions.spawn(ws, TEAM, name, prompt + WORKFLOW, role=role)
-    log = open(root / "teamd.log", "ab")  # noqa: SIM115 - closed below
+    # the supervisor's own output, private like everything the product writes (0600)
+    log = os.fdopen(os.open(root / "teamd.log", os.O_WRONLY | os.O_APPEND | os.O_CREAT,
+                            files.FILE_MODE), "ab")
     daemon = subprocess.Popen([sys.executable, "-m", "teamd", "run", "--root", str(root)],
                               env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=log)
     printer = EventPrinter(ws, lead)
     try:
         if lead:
-            _lead_story(ws, daemon, printer, timeout)
+            _lead_story(ws, daemon, printer, timeout, shown)
         else:
             _watch(ws, daemon, printer, timeout)
             print("\nAll tasks completed; shutting the team down (the handshake).")
@@ -221,7 +227,7 @@ def run(root: Path | None, timeout: float, lead: bool = False) -> None:
     printer.flush()  # the last exits, journalled as teamd reaped them
     if repo is not None:
         show_work(ws, repo)
-    _summary(ws, root, lead)
+    _summary(ws, shown, lead)
 
 
 def make_repo(path: Path) -> Path:
@@ -247,7 +253,7 @@ def show_work(ws: Workspace, repo: Path) -> None:
         for commit in task.get("commits") or []:
             print(f"  task #{task['id']} ({task['owner']}): {commit[:10]} "
                   f"{worktrees.task_message(task)}")
-    print("\nReview one with `teamctl diff`, then merge (`teamctl merge TEAM NAME`):")
+    print("\nEach branch merged into main, as teamctl merge does it:")
     for m in roster.load(ws, TEAM)["members"]:
         if not m.get("worktree"):
             continue
@@ -311,14 +317,14 @@ def _teammates_gone(ws: Workspace) -> bool:
 
 
 def _lead_story(ws: Workspace, daemon: subprocess.Popen[bytes], printer: EventPrinter,
-                timeout: float) -> None:
+                timeout: float, shown: Shown) -> None:
     """The LLM lead runs the show; the person (`user`) says one thing to it on the way,
     and stops the lead once it has shut its team down."""
     _watch(ws, daemon, printer, timeout, lambda: board.list_tasks(ws, TEAM))
     printer.flush()
     note = actions.send(ws, TEAM, LEAD, USER_NOTE)  # as the person: `user`
-    print(f"\n(you, as {note['sender']}: teamctl send {TEAM} {LEAD} \"{USER_NOTE}\")\n",
-          flush=True)
+    said = shown.teamctl("send", TEAM, LEAD, USER_NOTE)
+    print(f"\n(you, as {note['sender']}: `{said}`)\n", flush=True)
     _watch(ws, daemon, printer, timeout, lambda: _all_completed(ws, len(TASKS)))
     print("\nAll tasks completed; the lead shuts its team down.", flush=True)
     try:
@@ -332,27 +338,75 @@ def _lead_story(ws: Workspace, daemon: subprocess.Popen[bytes], printer: EventPr
     actions.stop(ws, TEAM, LEAD)
 
 
-def _summary(ws: Workspace, root: Path, lead: bool = False) -> None:
-    rel = os.path.relpath(root)
+class Shown:
+    """How the demo names a path or a command for the person to paste: the root in the
+    form they gave it (absolute, or relative to the current directory), arguments quoted
+    for the shell, and teamctl as they can run it."""
+
+    def __init__(self, root: Path, absolute: bool) -> None:
+        self.root = root
+        self.base = str(root) if absolute else os.path.relpath(root)
+
+    def path(self, *parts: str) -> str:
+        return os.path.join(self.base, *parts)
+
+    def arg(self, *parts: str) -> str:
+        """A path as one shell word (a trailing `*.json` left outside the quotes)."""
+        *head, last = parts
+        if "*" in last:
+            return shlex.quote(self.path(*head)) + "/" + last
+        return shlex.quote(self.path(*parts))
+
+    def teamctl(self, *args: str) -> str:
+        return " ".join([_teamctl(), "--root", shlex.quote(self.base),
+                         *map(shlex.quote, args)])
+
+
+def _teamctl() -> str:
+    """teamctl as the person's shell runs it: `teamctl` when that is what PATH finds, else
+    the path this process was started by (`.venv/bin/teamctl`), else the module."""
+    me = Path(sys.argv[0])
+    if me.name != "teamctl":
+        return f"{shlex.quote(sys.executable)} -m teamctl.cli"
+    found = shutil.which("teamctl")
+    if found is not None and Path(found).resolve() == me.resolve():
+        return "teamctl"
+    return shlex.quote(str(me))
+
+
+def _summary(ws: Workspace, shown: Shown, lead: bool = False) -> None:
+    """Where the work is and what to try: only paths that exist, and commands that run
+    as printed."""
+    team_dir = f".teams/{TEAM}"
     if lead:
         mail = inbox.peek(ws, TEAM, USER)
         if mail:
-            print(f"\nThe lead wrote to you ({rel}/.teams/{TEAM}/user_inbox.jsonl; "
-                  f"`teamctl --root {rel} inbox {TEAM}` reads and clears it):")
+            print(f"\nThe lead wrote to you ({shown.path(team_dir, 'user_inbox.jsonl')}; "
+                  f"`{shown.teamctl('inbox', TEAM)}` reads and clears it):")
             for m in mail:
                 print(f"  {m['sender']} → {m['recipient']}: {m['content']}")
-    print(f"\nDone. Everything the team did is in plain files under {rel}:")
-    print(f"  {rel}/.teams/{TEAM}/config.json        the roster")
-    print(f"  {rel}/.teams/{TEAM}/events.jsonl       the journal of everything that happened")
-    print(f"  {rel}/.teams/{TEAM}/sessions/*.jsonl   each teammate's conversation")
-    print(f"  {rel}/.tasks/{TEAM}/*.json             the task board")
-    print(f"  {rel}/app/                             the repository, every branch merged")
-    print(f"  {rel}/.worktrees/{TEAM}/*/   each teammate's worktree")
+    places = [((team_dir, "config.json"), "the roster: who is in the team, what each should be"),
+              ((team_dir, "members/"), "what each member is now: status, pid, usage"),
+              ((team_dir, "events.jsonl"), "the journal of everything that happened"),
+              ((team_dir, "sessions/"), "each member's conversation"),
+              ((f".tasks/{TEAM}/",), "the task board, a file per task"),
+              (("app/",), "the repository, every branch merged"),
+              ((f".worktrees/{TEAM}/",), "each teammate's worktree"),
+              (("work/notes/",), "the notes the teammates wrote (the lead's folder)"),
+              (("teamd.log",), "the supervisor's own log")]
+    places = [(p, what) for p, what in places if (shown.root / Path(*p)).exists()]
+    width = max(len(shown.path(*p)) for p, _ in places) + 2
+    print(f"\nDone. Everything the team did is in plain files under {shown.base}:")
+    for parts, what in places:
+        print(f"  {shown.path(*parts):{width}}{what}")
     print("Try:")
-    print(f"  jq -c 'select(.event==\"message\") | .message | {{sender, recipient, content}}' "
-          f"{rel}/.teams/{TEAM}/events.jsonl")
-    print(f"  jq '.members[] | {{name, status, usage}}' {rel}/.teams/{TEAM}/config.json")
-    print(f"  teamctl --root {rel} task list {TEAM}")
-    print(f"  teamctl --root {rel} diff {TEAM} backend --stat")
+    print("  jq -c 'select(.event==\"message\") | .message | {sender, recipient, content}' "
+          + shown.arg(team_dir, "events.jsonl"))
+    print("  jq -s 'map({name, status, usage})' " + shown.arg(team_dir, "members", "*.json"))
+    print("  " + shown.teamctl("task", "list", TEAM))
+    print("  " + shown.teamctl("logs", TEAM, "backend", "-n", "5"))
+    if (shown.root / "app").is_dir():
+        print("  " + shown.teamctl("diff", TEAM, "backend", "--stat"))
+        print(f"  git -C {shown.arg('app')} log --oneline --graph -n 8")
     if pidfile.running(ws) is not None:
         print("(the supervisor is still running)")

@@ -1,7 +1,8 @@
 """What teamctl says about members' models: `teamctl prices` (the price table in force, and
 the installed SDK's models it has no price for) and the one-line warnings of `spawn` and
-`budget` — a deprecated or retired model, a model with no price under a budget (CONTRACT.md
-sections 9 and 12). The SDK is read from its source, never imported.
+`budget` about a model with no price under a budget (CONTRACT.md sections 9 and 12; a
+deprecated, retired or unknown model is `teamctl.advice`'s). The SDK is read from its source,
+never imported.
 """
 
 from __future__ import annotations
@@ -21,16 +22,6 @@ def _settings(ws: Workspace) -> settings.Settings | None:
         return settings.load(ws)
     except TeamdError:
         return None  # a broken teamd.toml is teamd's to report; the action stands
-
-
-def warn_if_deprecated(ws: Workspace, model: str | None) -> None:
-    """One line on stderr when the installed SDK lists the member's model (else the
-    default) as deprecated or retired."""
-    conf = _settings(ws)
-    model = model or (conf.model if conf is not None else None)
-    found = deprecations.lookup(model) if model else None
-    if found is not None:
-        print(f"warning: {found.warning()}", file=sys.stderr)
 
 
 def warn_if_unpriced(ws: Workspace, team: str, member: str | None = None) -> None:

@@ -16,6 +16,7 @@ from typing import Any
 import psutil
 
 from teamd import board, branches, budget, pidfile, requests, roster, worktrees
+from teamd.errors import BadInput, TeamdError
 from teamd.files import Json
 from teamd.layout import Workspace
 from teamd.permissions import describe
@@ -94,12 +95,20 @@ def status_doc(ws: Workspace, team_names: list[str]) -> Json:
     and `ahead` (a worktree member's), and `current_task` as the board has it (the lowest
     in-progress task it owns: the board is the truth); each team with its `spent_usd`
     (spend.json), `budget_usd` and `supervisor_error` (`{"reason", "ts"}`: teamd's latest
-    error for it that still holds, from teamd.json)."""
+    error for it that still holds, from teamd.json). A team whose files cannot be read (a
+    hand-edited `config.json`) hides no other: it is listed in `unreadable` with the reason."""
     supervisor = pidfile.running(ws)
     teams = []
+    unreadable: list[Json] = []
     for team in team_names:
-        config = roster.load(ws, team)
-        teams.append((config, board.list_tasks(ws, team), requests.list_requests(ws, team)))
+        try:
+            config = roster.load(ws, team)
+            teams.append((config, board.list_tasks(ws, team),
+                          requests.list_requests(ws, team)))
+        except BadInput:
+            continue  # deleted since the listing
+        except TeamdError as exc:
+            unreadable.append({"name": team, "error": str(exc)})
     procs: dict[str, psutil.Process] = {}
     if supervisor is not None:
         try:
@@ -115,7 +124,8 @@ def status_doc(ws: Workspace, team_names: list[str]) -> Json:
     now = time.time()
     blank = {"cpu_percent": None, "pss": None, "rss": None}
     troubles = (supervisor or {}).get("errors") or {}  # teamd's own, while they hold
-    doc: Json = {"root": str(ws.root), "supervisor": None, "teams": []}
+    doc: Json = {"root": str(ws.root), "supervisor": None, "teams": [],
+                 "unreadable": unreadable}
     if supervisor is not None:
         doc["supervisor"] = {**supervisor, **facts.get("@teamd", blank),
                              "uptime": now - float(supervisor.get("started_at") or now)}

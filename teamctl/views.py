@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from teamctl import output
+from teamctl import advice, output
 from teamd import prices, roster
 from teamd.files import Json
 
@@ -84,8 +84,7 @@ def render_status(doc: Json, fit: int | None = None) -> str:
         lines = [f"supervisor: pid {sup['pid']}, up {output.duration(sup.get('uptime'))} "
                  f"(since {output.when(sup.get('started_at'))}), CPU "
                  f"{cpu or 0:.1f}%, PSS {output.human_bytes(sup.get('pss'))}"]
-        if sup.get("api_key_set") is False:  # absent: a teamd from before the field
-            lines[0] += "; no API key (set ANTHROPIC_API_KEY or api_key_file, then restart it)"
+        lines += filter(None, [advice.no_key(sup)])  # teamd.json's api_key_set
     else:
         lines = [f"supervisor: none running for {doc['root']} (start one with `teamd run`); "
                  "statuses below may be stale"]
@@ -111,7 +110,9 @@ def render_status(doc: Json, fit: int | None = None) -> str:
                     for r, m in zip(rows, t["members"], strict=True)]
         lines.append(output.table(headers, rows, fit=fit, flexible=2) if rows else
                      "  no members")
-    if not doc["teams"]:
+    for bad in doc.get("unreadable") or []:
+        lines += ["", output.paint(f"team {bad['name']}: cannot be read: {bad['error']}", "red")]
+    if not doc["teams"] and not doc.get("unreadable"):
         lines.append("no teams (create one with `teamctl create TEAM`)")
     return "\n".join(lines)
 

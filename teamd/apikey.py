@@ -15,6 +15,10 @@ never be in the environment block of any process of the product:
 
 `teamd` and every member also mark themselves non-dumpable (`teamd.proc.set_dumpable`), so a
 tool running as the same user cannot read their memory either.
+
+What is recorded and shown is only whether a key is set (`teamd.json`'s `api_key_set`, a
+warning at `teamctl spawn` and in `teamctl status`); a member with no key and nowhere else to
+send makes no call that could only be refused (`refusal`): its `last_error` says why.
 """
 
 from __future__ import annotations
@@ -28,6 +32,10 @@ from pathlib import Path
 from teamd.errors import BadInput
 
 KEY_ENV = "ANTHROPIC_API_KEY"
+BASE_URL_ENV = "ANTHROPIC_BASE_URL"
+#: what runs instead, offline: the scripted model with the scenario the package ships
+OFFLINE = ("point teamd at the scripted model instead (ANTHROPIC_BASE_URL; "
+           "`python -m teamd.scripted --scenario walkthrough`, see the README's \"Using it\")")
 #: the number of the descriptor a re-executed `teamd` reads its key from (no secret in it)
 FD_ENV = "TEAMD_KEY_FD"
 CREDENTIALS_ENV = "CREDENTIALS_DIRECTORY"
@@ -46,6 +54,21 @@ def get() -> str | None:
 def held() -> str | None:
     """The key `teamd` or a member holds, None when it was given none."""
     return _held
+
+
+def is_set(env: Mapping[str, str] = os.environ) -> bool:
+    """Whether this shell's environment names a key (what `teamctl` can tell without teamd)."""
+    return bool(env.get(KEY_ENV))
+
+
+def refusal(env: Mapping[str, str] = os.environ) -> str | None:
+    """Why no model call is made, when none can succeed: no key held, and Claude's own API to
+    send to (which answers 401); None otherwise (a key, the SDK's other credential
+    ANTHROPIC_AUTH_TOKEN, or a base URL of one's own)."""
+    if get() or env.get("ANTHROPIC_AUTH_TOKEN") or env.get(BASE_URL_ENV):
+        return None
+    return (f"model API: no {KEY_ENV} is set for teamd, so nothing reaches Claude (set it, or "
+            f"api_key_file, where teamd runs, or {OFFLINE})")
 
 
 def hold(key: str | None) -> None:

@@ -1,18 +1,22 @@
 """What the installed `anthropic` SDK says about models: its deprecated and retired models
-(`DEPRECATED_MODELS`) and its model list (`ModelParam`, which the price table must cover).
+(`DEPRECATED_MODELS`) and its model list (the `Model` type, which the price table must cover
+and `teamctl spawn` checks a name against).
 
 The SDK keeps `DEPRECATED_MODELS` (model → end-of-life date, e.g. "November 30th, 2026") and
 warns on every call. `teamctl spawn` and `teamd` warn once instead (CONTRACT.md section 12):
 teamd in its log and, as `model_deprecated`, in the journal of each team using the model.
-`teamctl` must never import the SDK (it is its fast path), so the table is read from the
-SDK's source text: the package is found with `importlib.util.find_spec` (which executes
-nothing of a top-level package) and the file is parsed with `ast`, never run.
+`teamctl spawn` also warns for a name the SDK does not list — a typo, or a model retired and
+dropped (CONTRACT.md section 9). `teamctl` must never import the SDK (it is its fast path),
+so the tables are read from the SDK's source text: the package is found with
+`importlib.util.find_spec` (which executes nothing of a top-level package) and the file is
+parsed with `ast`, never run.
 """
 
 from __future__ import annotations
 
 import ast
 import datetime as dt
+import difflib
 import functools
 import importlib.util
 import logging
@@ -31,7 +35,9 @@ log = logging.getLogger(__name__)
 # resource in earlier ones.
 _TABLE_FILES = ("_data/deprecated_models.py", "resources/messages/messages.py")
 _TABLE_NAME = "DEPRECATED_MODELS"
-_MODEL_LIST = "types/model_param.py"
+# Where they keep the list of models: the `Model` type alias, a Literal of names (or str)
+_MODEL_FILES = ("types/model.py", "types/model_param.py")
+_MODEL_NAMES = ("Model", "ModelParam")
 _ORDINAL = re.compile(r"(\d+)(st|nd|rd|th)\b")
 
 
@@ -47,6 +53,35 @@ class Deprecation:
             return f"model {self.model} was retired on {self.retires}: calls to it fail"
         return (f"model {self.model} is deprecated and retires on {self.retires}: "
                 "choose a newer model (--model, or `model` in teamd.toml)")
+
+
+def warning_for(model: str) -> str | None:
+    """The one line `teamctl spawn` gives for `model`: deprecated or retired, or not a
+    model the installed SDK knows; None for a current model (or an SDK not readable)."""
+    found = lookup(model)
+    if found is not None:
+        return found.warning()
+    listed = models()
+    if not listed or model in listed:
+        return None
+    close = difflib.get_close_matches(model, sorted(listed), n=1, cutoff=0.6)
+    return (f"model {model} is not a model the installed SDK knows (a typo, or one retired "
+            "and dropped): calls to it may fail" + (f"; did you mean {close[0]}?" if close
+                                                     else ""))
+
+
+@functools.cache
+def models() -> frozenset[str]:
+    """Every model the installed SDK knows: its list and its deprecated ones; empty if the
+    list cannot be read."""
+    listed = sdk_models()
+    return frozenset((*listed, *table())) if listed else frozenset()
+
+
+def _assigns(stmt: ast.stmt, names: tuple[str, ...]) -> bool:
+    targets = stmt.targets if isinstance(stmt, ast.Assign) else \
+        [stmt.target] if isinstance(stmt, ast.AnnAssign) else []
+    return any(isinstance(t, ast.Name) and t.id in names for t in targets)
 
 
 def lookup(model: str, today: dt.date | None = None) -> Deprecation | None:
@@ -98,19 +133,23 @@ def table() -> dict[str, str]:
 
 @functools.cache
 def sdk_models() -> tuple[str, ...]:
-    """The model names the installed SDK lists (`ModelParam`'s literals); empty if unread."""
+    """The model names the installed SDK lists (its `Model` literals, in its order); empty if
+    the list cannot be read."""
     root = _sdk_folder()
-    try:
-        source = (root / _MODEL_LIST).read_text(encoding="utf-8") if root else ""
-        tree = ast.parse(source)
-    except (OSError, UnicodeDecodeError, SyntaxError):
+    if root is None:
         return ()
-    for node in tree.body:
-        target = node.targets[0] if isinstance(node, ast.Assign) else getattr(node, "target", None)
-        if isinstance(target, ast.Name) and target.id == "ModelParam":
-            return tuple(dict.fromkeys(
-                n.value for n in ast.walk(node) if isinstance(n, ast.Constant)
-                and isinstance(n.value, str) and n.value.startswith("claude-")))
+    for rel in _MODEL_FILES:
+        try:
+            tree = ast.parse((root / rel).read_text(encoding="utf-8"), str(root / rel))
+        except (OSError, UnicodeDecodeError, SyntaxError):
+            continue
+        names = tuple(dict.fromkeys(
+            node.value for stmt in tree.body if _assigns(stmt, _MODEL_NAMES)
+            for node in ast.walk(stmt) if isinstance(node, ast.Constant)
+            and isinstance(node.value, str) and node.value.startswith("claude-")))
+        if names:
+            return names
+    log.debug("no model list found in the anthropic SDK at %s", root)
     return ()
 
 
@@ -131,13 +170,8 @@ def _literal_table(source: str, where: str) -> dict[str, str] | None:
     except SyntaxError:
         return None
     for node in tree.body:
-        if isinstance(node, ast.Assign):
-            targets, value = node.targets, node.value
-        elif isinstance(node, ast.AnnAssign) and node.value is not None:
-            targets, value = [node.target], node.value
-        else:
-            continue
-        if not any(isinstance(t, ast.Name) and t.id == _TABLE_NAME for t in targets):
+        value = getattr(node, "value", None)
+        if value is None or not _assigns(node, (_TABLE_NAME,)):
             continue
         try:
             data = ast.literal_eval(value)

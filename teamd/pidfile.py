@@ -43,6 +43,6 @@ def claim(ws: Workspace, version: str) -> filelock.FileLock:
     me = psutil.Process(os.getpid())
     record: dict[str, Any] = {"schema": 1, "pid": me.pid, "create_time": me.create_time(),
                               "started_at": time.time(), "version": version,
-                              "api_key_set": apikey.held() is not None}
+                              "api_key_set": apikey.held() is not None}  # never the key
     files.write_json(ws.supervisor_info, record)
     return lock

@@ -56,6 +56,14 @@ class CrashHistory:
         return replace(self, times=deque(self.times))
 
 
+def error_holds(member: Json) -> bool:
+    """Does the member's `last_error` still hold once its process is gone? A paused
+    member's says why it is paused (a budget reached, a model with no price), which holds
+    until a person changes it; any other was about the process that ended (a retry, a
+    wake fallback) and is cleared with it."""
+    return member.get("status") == "paused"
+
+
 def status_after_exit(code: int | None, desired: str, supervisor_stopping: bool) -> str:
     """The status an exit leaves a member in (CONTRACT §4, "Exits"): `desired=stopped`
     (or an approved shutdown's exit 0) → shutdown; 75 → sleeping, which survives a
@@ -182,6 +190,8 @@ class Outcome:
     restart_at: float | None = None
     delay: float | None = None
     last_error: str | None = None
+    #: `last_error` no longer holds (`error_holds`): cleared, not left as it was
+    clear_error: bool = False
     #: the delay is a hold-off for want of space: the supervisor forks nothing for the
     #: member before it runs out, and nothing counts toward restart_limit
     held_for_space: bool = False
@@ -198,7 +208,7 @@ class Outcome:
         member["restarts"] = self.restarts
         if self.restart_at is not None:
             member["restart_at"] = self.restart_at
-        if self.last_error is not None:
+        if self.last_error is not None or self.clear_error:
             member["last_error"] = self.last_error
         return roster.set_status(member, self.status)
 
@@ -235,8 +245,10 @@ def after_exit(member: Json, process: MemberProcess, code: int | None, sig: int 
     status = status_after_exit(code if sig is None else None, member["desired"], stopping)
     if status != "backoff":
         # STOPPING -> SHUTDOWN (desired stopped, or exit 0 after an approval);
-        # IDLE -> SLEEPING (exit 75); RUNNING -> PENDING (teamd itself is stopping)
-        return Outcome(status, restarts=restarts, history=history)
+        # IDLE -> SLEEPING (exit 75); RUNNING -> PENDING (teamd itself is stopping: what
+        # the process said of its trouble, "retrying at …", holds no more)
+        return Outcome(status, restarts=restarts, history=history,
+                       clear_error=status == "pending" and not error_holds(member))
     if code == EXIT_NO_SPACE and sig is None:
         return held_for_space(member, now, space_delay(space_held, now),
                               "it stopped for want of space (see its log)", history=history)

@@ -20,7 +20,18 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from teamd import __version__, actions, events, files, inbox, pidfile, policy, roster, troubles
+from teamd import (
+    __version__,
+    actions,
+    events,
+    files,
+    inbox,
+    pidfile,
+    policy,
+    repair,
+    roster,
+    troubles,
+)
 from teamd import assign as assign_mod
 from teamd import settings as settings_mod
 from teamd import wake as wake_mod
@@ -86,6 +97,7 @@ class Supervisor:
         self.roster_touched: set[str] = set()
         # each team's roster as last read, re-read only where inotify named a change
         self.views: dict[str, roster.Cached] = {}
+        self.repairs = repair.Repairs(ws, self.update_member)  # a roster that lies, put right
 
     # -- life cycle ----------------------------------------------------------------------
     def run(self) -> int:
@@ -297,9 +309,9 @@ class Supervisor:
             self.poke_members(team, wake_mod.roster_pokes(
                 quiet_view, live, lambda name: wake_mod.has_mail(self.ws.inbox(team, name))))
         for m in members:
-            key = (team, m["name"])
-            process = by_member.get(key)
+            process = by_member.get(key := (team, m["name"]))
             orphan = roster.process_of(m) if process is None and self.may_run(m) else None
+            m = self.repairs.amend(team, m, process, orphan is not None)
             action = policy.decide(m, process, now, orphan=orphan is not None,
                                    deleting=deleting, wake=m["name"] in wake,
                                    held_until=self.holds.until(key))
@@ -656,10 +668,7 @@ class Supervisor:
             self.collect(pid, status)
         self.end_strays()  # what the last SIGKILLs left behind: no time is left to wait
         self.ladder.kill_all()
-        try:
-            self.ws.supervisor_info.unlink()
-        except FileNotFoundError:
-            pass
+        self.ws.supervisor_info.unlink(missing_ok=True)
         if self._lock is not None:
             self._lock.release()
         log.info("stopped")

@@ -389,3 +389,33 @@ def cells(text: str, name: str) -> dict[str, str]:
     row = next(line for line in lines if line.startswith(name + " "))
     ends = [*starts[1:], None]
     return {h: row[s:e].strip() for h, s, e in zip(HEADERS, starts, ends, strict=True)}
+
+
+# -- what a demo printed, pasted back -----------------------------------------------------
+CLOCK = re.compile(r"^\d\d:\d\d:\d\d ")
+
+
+def paste_back(out: str, cwd: Path, env: dict[str, str]) -> dict[str, str]:
+    """Do what a person does with a demo's ending: open every path it lists (it must
+    exist, seen from `cwd`) and run every command it printed — each line under "Try:" and
+    each `backticked` one outside the live event lines — through `/bin/sh -c` in `cwd`;
+    each must exit 0 and print something. Returns {command: its output}."""
+    lines = out.splitlines()
+    done = next(i for i, line in enumerate(lines) if line.startswith("Done. Everything"))
+    tried = lines.index("Try:", done)
+    paths = [line.split()[0] for line in lines[done + 1:tried]]
+    assert paths, out
+    for path in paths:
+        assert (cwd / path).exists(), f"{path} (printed by the demo) does not exist"
+    commands = [line.strip() for line in lines[tried + 1:] if line.startswith("  ")]
+    commands += [c for line in lines if not CLOCK.match(line)
+                 for c in re.findall(r"`([^`]+)`", line)]
+    assert commands, out
+    outputs = {}
+    for command in commands:
+        ran = subprocess.run(["/bin/sh", "-c", command], cwd=cwd, env=env,
+                             capture_output=True, text=True, timeout=60, check=False)
+        assert ran.returncode == 0, (command, ran.stdout, ran.stderr)
+        assert ran.stdout.strip(), (command, ran.stderr)
+        outputs[command] = ran.stdout
+    return outputs

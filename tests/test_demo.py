@@ -4,6 +4,7 @@ scripted model offline (CONTRACT.md §9: every command honours `--root` and `TEA
 
 from __future__ import annotations
 
+import json
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -14,7 +15,7 @@ import pytest
 from teamctl.demo import TASKS, TEAM
 from teamd import board, inbox, requests, roster
 from teamd.layout import Workspace
-from tests.harness import journal
+from tests.harness import journal, paste_back
 from tests.helpers_proc import TEAMCTL, clean_env
 
 TIMEOUT = 180
@@ -53,6 +54,7 @@ def test_demo_honours_the_global_root_and_teamd_root(tmp_path: Path, ws: Workspa
     assert Workspace.at(there).team_exists(TEAM)
     assert not (ws.root / ".teams").exists() and not (tmp_path / "teamd-demo").exists()
     assert_nothing_left(Workspace.at(there), started_pids(Workspace.at(there)))
+    assert_pasted_back(done.stdout, there, tmp_path, env)
     # without --root, $TEAMD_ROOT
     done = run_demo("demo", env=env, cwd=tmp_path)
     assert done.returncode == 0, done.stderr + done.stdout
@@ -110,3 +112,27 @@ def test_demo_lead_tells_the_whole_story_offline(tmp_path: Path) -> None:
                  "lead → user:", "task_completed task_id=4"):
         assert line in done.stdout, line
     assert_nothing_left(ws, started_pids(ws))
+    ran = assert_pasted_back(done.stdout, root, tmp_path, clean_env())
+    # no repository and no worktrees in this story: the work is in the lead's folder
+    assert "app/" not in done.stdout and ".worktrees" not in done.stdout
+    assert f"{root}/work/notes/" in done.stdout
+    said = next(c for c in ran if " send " in c)  # the person's line, as the demo showed it
+    assert said.endswith(f"--root {root} send {TEAM} lead 'Keep the REST endpoints up until "
+                         "the frontend has moved, please.'")
+
+
+def assert_pasted_back(out: str, root: Path, cwd: Path, env: dict[str, str]
+                       ) -> dict[str, str]:
+    """Every path and command the demo printed works when pasted (CONTRACT §9, issue 19):
+    named the way the root was given (absolute here), and the live state read where it
+    is, `members/*.json`, not `config.json`."""
+    assert f"Everything the team did is in plain files under {root}:" in out
+    ran = paste_back(out, cwd, env)
+    members = next(o for c, o in ran.items() if "members/*.json" in c)
+    states = json.loads(members)
+    assert {m["name"] for m in states} >= {"analyst", "backend", "frontend"}
+    assert all(m["status"] == "shutdown" and m["usage"]["output_tokens"] > 0
+               for m in states), states
+    assert not any("config.json" in c for c in ran if c.startswith("jq"))
+    assert any("task list" in c and "#4" in o for c, o in ran.items()), ran
+    return ran

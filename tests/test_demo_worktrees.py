@@ -4,7 +4,6 @@ the built-in scripted model, the real git."""
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import sys
@@ -13,6 +12,8 @@ from pathlib import Path
 from teamd import board, worktrees
 from teamd.layout import Workspace
 from tests.gitrepo import branches, git, status
+from tests.harness import paste_back
+from tests.helpers_proc import clean_env
 
 TEAM = "rest-to-graphql"
 MEMBERS = ("analyst", "backend", "frontend")
@@ -20,7 +21,7 @@ MEMBERS = ("analyst", "backend", "frontend")
 
 def test_demo_commits_each_task_on_its_branch_and_merges(tmp_path: Path) -> None:
     exe = Path(sys.executable).with_name("teamctl")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC_")}
+    env = clean_env()  # no key, and no TEAMD_ROOT: a new ./teamd-demo
     done = subprocess.run([str(exe), "demo", "--timeout", "120"], cwd=tmp_path, env=env,
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr
@@ -49,3 +50,9 @@ def test_demo_commits_each_task_on_its_branch_and_merges(tmp_path: Path) -> None
         assert merged == (name in workers), name
     assert git(repo, "rev-list", "--merges", "--count", "main").strip() == str(len(workers))
     assert status(repo) == ""
+    # what it printed works when pasted, from where it was run: the default root is shown
+    # as ./teamd-demo, relative to the current directory
+    assert "Everything the team did is in plain files under teamd-demo:" in out
+    ran = paste_back(out, tmp_path, env)
+    assert any(c.startswith("git -C teamd-demo/app log") for c in ran), ran
+    assert any(".worktrees" in line for line in out.splitlines()[-14:])

@@ -71,22 +71,25 @@ def test_dates_in_the_sdks_words(text: str, day: dt.date | None) -> None:
     assert deprecations._parse_date(text) == day
 
 
+def spawn_warnings(ws: Workspace, name: str, *args: str, **env: str) -> list[str]:
+    """`teamctl spawn t NAME ARGS` (a key set: no warning about it in the way): exit 0,
+    and its warning lines."""
+    env = {**clean_env(), "ANTHROPIC_API_KEY": "k", **env}
+    if not ws.team_exists("t"):
+        assert teamctl(ws.root, "create", "t", env=env).returncode == 0
+    done = teamctl(ws.root, "spawn", "t", name, "--prompt", "p", *args, env=env)
+    assert done.returncode == 0, done.stderr
+    return [line for line in done.stderr.decode().splitlines() if "warning" in line]
+
+
 def test_spawn_warns_in_one_line_for_the_model_or_the_default(ws: Workspace) -> None:
-    env = clean_env()
-    assert teamctl(ws.root, "create", "t", env=env).returncode == 0
-    old = teamctl(ws.root, "spawn", "t", "a", "--prompt", "p", "--model", "claude-sonnet-4-5",
-                  env=env)
-    assert old.returncode == 0
-    warnings = [line for line in old.stderr.decode().splitlines() if "warning" in line]
+    warnings = spawn_warnings(ws, "a", "--model", "claude-sonnet-4-5")
     assert len(warnings) == 1 and "claude-sonnet-4-5" in warnings[0]
     assert "2026-11-30" in warnings[0] and ("deprecated" in warnings[0]
                                             or "retired" in warnings[0])
-    current = teamctl(ws.root, "spawn", "t", "b", "--prompt", "p", env=env)
-    assert current.returncode == 0 and b"warning" not in current.stderr
-    by_default = teamctl(ws.root, "spawn", "t", "c", "--prompt", "p",
-                         env={**env, "TEAMD_MODEL": "claude-mythos-preview"})
-    assert by_default.returncode == 0
-    assert b"model claude-mythos-preview was retired on 2026-06-30" in by_default.stderr
+    assert spawn_warnings(ws, "b") == []
+    by_default = spawn_warnings(ws, "c", TEAMD_MODEL="claude-mythos-preview")
+    assert "model claude-mythos-preview was retired on 2026-06-30" in by_default[0]
 
 
 def test_teamd_journals_each_deprecated_model_once_per_start_per_team(
@@ -113,3 +116,19 @@ def test_teamd_journals_each_deprecated_model_once_per_start_per_team(
             assert [(e["model"], e["retires"]) for e in told("old")] == [
                 ("claude-sonnet-4-5", "2026-11-30")] * start
             assert told("new") == []
+
+
+def test_spawn_warns_for_a_model_the_installed_sdk_does_not_list(ws: Workspace) -> None:
+    """A typo, or a model retired and dropped from the SDK's list (CONTRACT §9): one line,
+    as for a deprecated one; the member is added all the same."""
+    assert "claude-sonnet-4-0" not in deprecations.models()  # the SDK's own list, read
+    assert {"claude-sonnet-5-5", "claude-sonnet-4-5"} <= deprecations.models()
+    assert spawn_warnings(ws, "a", "--model", "claude-sonnet-4-0") == [
+        "warning: model claude-sonnet-4-0 is not a model the installed SDK knows (a typo, or "
+        "one retired and dropped): calls to it may fail; did you mean claude-sonnet-4-6?"]
+    assert roster.get(roster.load(ws, "t"), "a")["model"] == "claude-sonnet-4-0"
+    assert spawn_warnings(ws, "b", TEAMD_MODEL="claude-sonet-5-5") == [
+        "warning: model claude-sonet-5-5 is not a model the installed SDK knows (a typo, or "
+        "one retired and dropped): calls to it may fail; did you mean claude-sonnet-5-5?"]
+    for i, known in enumerate(("claude-sonnet-5-5", "claude-haiku-4-5-20251001")):
+        assert spawn_warnings(ws, f"c{i}", "--model", known) == []

@@ -176,6 +176,7 @@ class Client:
     deadline: Deadline = field(default_factory=Deadline)
     #: the headers of the latest response (the SDK's parsed `Message` carries none)
     headers: dict[str, str] = field(default_factory=dict)
+    refused: str | None = None  #: why no call can succeed (no API key: `apikey.refusal`)
 
 
 def _http_client(**options: Any) -> Any:
@@ -187,8 +188,8 @@ def _http_client(**options: Any) -> Any:
 
 def make_client(api_timeout: float = 600.0) -> Client:
     """A client that never retries by itself, every call bounded by `api_timeout` s."""
-    # ANTHROPIC_BASE_URL is read by the SDK itself; a missing key is an error the SDK
-    # raises on the first call, which we report like any other
+    # ANTHROPIC_BASE_URL is read by the SDK itself; with no key and no base URL of one's
+    # own no call is made (`refused`): Claude would only answer 401
     hook, deadline = AfterSend(), Deadline()
 
     def on_request(request: Any) -> None:
@@ -217,13 +218,15 @@ def make_client(api_timeout: float = 600.0) -> Client:
     sdk = anthropic.Anthropic(max_retries=0, timeout=anthropic.Timeout(api_timeout),
                               http_client=http,
                               api_key=apikey.get() or "missing")
-    return Client(sdk, api_timeout, hook, deadline, seen)
+    return Client(sdk, api_timeout, hook, deadline, seen, apikey.refusal())
 
 
 def call(client: Client, after_send: Callable[[], None] | None = None,
          **params: Any) -> Reply:
     """One Messages API call; `after_send` runs once the request is on its way (or, if it
     never left, once the call is over). Its exception, if any, is raised here."""
+    if client.refused is not None:
+        raise ModelUnavailable(client.refused, retryable=False)
     hook = client.after_send
     hook.pending, hook.error = after_send, None
     body = json.dumps(params, ensure_ascii=False, separators=(",", ":")).encode()

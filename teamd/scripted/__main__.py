@@ -1,4 +1,5 @@
-"""Command line entry: `python -m teamd.scripted --scenario FILE.json`.
+"""Command line entry: `python -m teamd.scripted --scenario FILE.json` (or the name of a
+scenario shipped in the package, `--scenario walkthrough`: the README's walk-through).
 
 This module owns running the scripted API as its own process (for the offline demo and for
 tests that need the server outside the test process): it loads the scenario, prints the URL
@@ -12,6 +13,7 @@ import argparse
 import logging
 import signal
 import sys
+from pathlib import Path
 
 from teamd.scripted.scenario import Scenario
 from teamd.scripted.server import ScriptedServer
@@ -19,6 +21,16 @@ from teamd.scripted.server import ScriptedServer
 log = logging.getLogger(__name__)
 
 _STOP_SIGNALS = {signal.SIGTERM, signal.SIGINT}
+#: the scenarios shipped in the package, by name (package data: found after `pip install`)
+SHIPPED = Path(__file__).with_name("scenarios")
+SHIPPED_NAMES = ", ".join(sorted(p.stem for p in SHIPPED.glob("*.json")))
+
+
+def scenario_path(given: str) -> Path:
+    """A scenario file as given, else the shipped scenario of that name."""
+    path = Path(given)
+    shipped = SHIPPED / f"{given}.json"
+    return shipped if not path.exists() and shipped.is_file() else path
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -26,7 +38,8 @@ def _parser() -> argparse.ArgumentParser:
         prog="python -m teamd.scripted",
         description="Serve a scripted Anthropic Messages API driven by scenario rules.",
     )
-    parser.add_argument("--scenario", required=True, help="scenario JSON file")
+    parser.add_argument("--scenario", required=True,
+                        help=f"scenario JSON file, or a shipped one by name: {SHIPPED_NAMES}")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=0, help="0 picks a free port")
     parser.add_argument("--log", default=None, help="append one JSON line per request here")
@@ -41,9 +54,11 @@ def main(argv: list[str] | None = None) -> int:
         format="%(asctime)s %(name)s %(levelname)s %(message)s",
     )
     try:
-        scenario = Scenario.load(args.scenario)
+        path = scenario_path(args.scenario)
+        scenario = Scenario.load(path)
     except ValueError as exc:
-        print(f"teamd.scripted: {exc}", file=sys.stderr)
+        shipped = "" if path.exists() else f" (nor a shipped one: {SHIPPED_NAMES})"
+        print(f"teamd.scripted: {exc}{shipped}", file=sys.stderr)
         return 2
 
     # Block the stop signals before any thread exists so every thread inherits the mask

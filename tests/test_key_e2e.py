@@ -214,17 +214,3 @@ def test_a_systemd_credential_is_read_from_credentials_directory(
         daemon.stop()
         reap_leftovers(ws)
     assert first["api_key_sha256"] == sha(key)
-
-
-def test_status_says_when_the_running_teamd_has_no_key(
-        ws: Workspace, server: ScriptedServer, tmp_path: Path) -> None:
-    env = teamd_env(server.url)
-    del env["ANTHROPIC_API_KEY"]
-    daemon = Teamd(ws, env, tmp_path / "teamd.log")
-    try:
-        info = pidfile.running(ws)
-        assert info is not None and info["api_key_set"] is False
-        first = cli(ws, "status").output.splitlines()[0]
-        assert first.startswith(f"supervisor: pid {daemon.pid}") and "no API key" in first
-    finally:
-        daemon.stop()

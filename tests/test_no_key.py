@@ -41,9 +41,10 @@ def test_without_a_key_spawn_and_status_say_so_and_the_member_does_not_retry(
         done = teamctl(ws.root, "spawn", TEAM, "alice", "--prompt", "Say hello.",
                        env={**env, "ANTHROPIC_API_KEY": "only-in-this-shell"})
         assert done.returncode == 0
-        warned = [line for line in done.stderr.decode().splitlines() if "KEY" in line]
+        warned = [line for line in done.stderr.decode().splitlines()
+                  if "reaches Claude" in line]
         assert warned == [f"warning: the running teamd (pid {daemon.pid}) has no "
-                          "ANTHROPIC_API_KEY: nothing reaches Claude; to run offline, point "
+                          "API key: nothing reaches Claude; to run offline, point "
                           "teamd at the scripted model instead (ANTHROPIC_BASE_URL; `python "
                           "-m teamd.scripted --scenario walkthrough`, see the README's "
                           "\"Using it\")"]
@@ -68,7 +69,7 @@ def test_without_a_key_spawn_and_status_say_so_and_the_member_does_not_retry(
         lines = shown.stdout.splitlines()
         assert lines[0].startswith(f"supervisor: pid {daemon.pid}")
         assert lines[1].startswith(f"warning: the running teamd (pid {daemon.pid}) has no "
-                                   "ANTHROPIC_API_KEY: nothing reaches Claude")
+                                   "API key: nothing reaches Claude")
         doc = json.loads(teamctl_text(ws.root, "status", "--json").stdout)
         assert doc["supervisor"]["api_key_set"] is False
     finally:

@@ -406,7 +406,7 @@ def test_a_removed_member_spawned_again_starts_afresh(ws: Workspace, team: str) 
             done = run(ws, "remove", TEAM, "dave", "--timeout", str(T))
             assert done.returncode == 0, done.stderr
             old = requests.get(ws, TEAM, old["request_id"])
-            assert (old["status"], old["reason"]) == ("rejected", "removed")
+            assert (old["status"], old["answer_reason"]) == ("rejected", "removed")
             # the old history and inbox are set aside, for a person to read
             assert not ws.session(TEAM, "dave").exists()
             assert not ws.inbox(TEAM, "dave").exists()

@@ -1,0 +1,70 @@
+"""What every teamctl command shares: the workspace it acts on (`ws`), and the arguments
+and options that mean the same in every command (a team, a member, a task id, `--json`,
+a wait's `--timeout`), each with its help and its shell completion.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import click
+import typer
+import typer.core
+
+from teamctl import complete
+from teamd.errors import BadInput
+from teamd.layout import ROOT_ENV, Workspace
+
+
+def _keep_argument_help() -> None:
+    """typer < 0.25 sets an argument's help and then calls click's `Argument.__init__`,
+    which (click >= 8.2 takes a `help` of its own) sets it back to None: no argument's help
+    ever showed in `--help`. Set it again after click."""
+    cls = typer.core.TyperArgument
+    if getattr(cls, "_teamctl_keeps_help", False):
+        return
+    init = cls.__init__
+
+    def __init__(self: typer.core.TyperArgument, *args: Any, **kwargs: Any) -> None:
+        init(self, *args, **kwargs)
+        if self.help is None:
+            self.help = kwargs.get("help")
+
+    cls.__init__ = __init__  # type: ignore[method-assign]
+    cls._teamctl_keeps_help = True  # type: ignore[attr-defined]
+
+
+_keep_argument_help()
+
+
+#: the commands that create the root when it is not there
+ROOT_MAKERS = ("init", "demo")
+
+
+def ws() -> Workspace:
+    """The workspace this invocation acts on: the root callback keeps it on the click
+    context (`ctx.obj`), so nothing outlives one command (tests run many in one process).
+    A root that is no directory is bad input, but to the commands that create it."""
+    ctx = click.get_current_context(silent=True)
+    chosen = ctx.find_object(Workspace) if ctx is not None else None
+    found = chosen if chosen is not None else Workspace.at()
+    if ctx is not None and ctx.info_name not in ROOT_MAKERS and not found.root.is_dir():
+        raise BadInput(f"no such directory: {found.root} (the root, from --root or "
+                       f"${ROOT_ENV}; `teamctl --root {found.root} init` creates it)")
+    return found
+
+
+HELP_OPTIONS = {"help_option_names": ["-h", "--help"]}
+WAIT_DEFAULT = 120.0  # every wait's --timeout (CONTRACT §9)
+
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON for scripts and jq.")]
+TeamArg = Annotated[str, typer.Argument(help="Team name.", show_default=False,
+                                        autocompletion=complete.team)]
+NameArg = Annotated[str, typer.Argument(help="Member name.", show_default=False,
+                                        autocompletion=complete.member)]
+TimeoutOpt = Annotated[float, typer.Option("--timeout", metavar="S",
+                                           help="Seconds to wait at most.")]
+TaskIdArg = Annotated[int, typer.Argument(help="Task id.", autocompletion=complete.task)]
+RequestArg = Annotated[str, typer.Argument(help="The request id (`teamctl requests TEAM "
+                                           "--pending` lists them).",
+                                           autocompletion=complete.request)]

@@ -36,6 +36,7 @@ from teamd.proc import (
     raise_oom_score_adj,
     redirect_stdio,
     reset_signals,
+    set_title,
     wipe_environ_block,
 )
 from teamd.settings import Settings
@@ -337,6 +338,7 @@ def child_main(ws: Workspace, team: str, name: str, conf: Settings, parent_pid: 
         close_fds(keep=[go_r] if wake_r is None else [go_r, wake_r])
         scrub_child_env(os.environ)
         wipe_environ_block(NOTIFY_ENV_KEYS)
+        set_title(f"teamd: {name}@{team}")  # `ps` tells the members apart (CONTRACT §9)
         if os.read(go_r, 1) != GO:
             os._exit(EXIT_BOOT_ERROR)  # the supervisor changed its mind
         os.close(go_r)

@@ -17,7 +17,7 @@ from typing import Annotated, Any
 import click
 import typer
 
-from teamctl import complete, journal, messages, output
+from teamctl import complete, config, journal, messages, output
 from teamctl.params import (
     HELP_OPTIONS,
     WAIT_DEFAULT,
@@ -102,6 +102,9 @@ def init(force: Annotated[bool, typer.Option("--force", help="Overwrite an exist
     ws().root.mkdir(parents=True, exist_ok=True)
     path = settings.write_defaults(ws(), force=force)
     print(f"wrote {path}")
+
+
+app.command()(config.config)
 
 
 BudgetOpt = Annotated[float | None, typer.Option(
@@ -599,11 +602,11 @@ def task_show(team: TeamArg, task_id: TaskIdArg,
         output.emit_json(task)
         return
     for key in ("id", "subject", "status", "owner", "blocked_by", "blocks", "created_by"):
-        print(f"{key + ':':12} {task[key]}")
+        print(f"{key + ':':12} {output.short(task[key], None)}")
     for key in ("created_at", "claimed_at", "completed_at"):
         print(f"{key + ':':12} {output.when(task[key])}")
     if task["description"]:
-        print(f"\n{task['description']}")
+        print(f"\n{output.safe(task['description'])}")
 
 
 @task_app.command("update")

@@ -16,13 +16,13 @@ DOC = REPO / "docs" / "cli.md"
 COMMANDS = [[], ["init"], ["create"], ["spawn"], ["send"], ["broadcast"], ["inbox"],
             ["shutdown"], ["stop"], ["restart"], ["up"], ["down"], ["remove"], ["approve"],
             ["reject"], ["requests"], ["task"], ["task", "add"], ["task", "list"],
-            ["task", "show"], ["task", "update"], ["status"], ["board"], ["logs"], ["transcript"],
-            ["attach"], ["delete"], ["diff"], ["merge"], ["demo"]]
+            ["task", "show"], ["task", "update"], ["budget"], ["status"], ["board"], ["logs"],
+            ["transcript"], ["attach"], ["config"], ["delete"], ["diff"], ["merge"], ["demo"]]
 
 
 def help_of(argv: list[str]) -> str:
     env = {**os.environ, "COLUMNS": "100", "TERM": "dumb", "NO_COLOR": "1"}
-    out = subprocess.run(argv + ["--help"], capture_output=True, text=True, env=env,
+    out = subprocess.run([*argv, "--help"], capture_output=True, text=True, env=env,
                          check=True, cwd=REPO).stdout
     return "\n".join(line.rstrip() for line in out.strip().splitlines())
 

@@ -63,6 +63,8 @@ def config(as_json: JsonOpt = False) -> None:
 def _shown(value: Any) -> str:
     if value is None:
         return "-"
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))  # `idle_timeout = 5` reads back as 5, not 5.0
     if isinstance(value, dict | list):
         import json
 

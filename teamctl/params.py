@@ -5,37 +5,14 @@ a wait's `--timeout`), each with its help and its shell completion.
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 import click
 import typer
-import typer.core
 
 from teamctl import complete
 from teamd.errors import BadInput
 from teamd.layout import ROOT_ENV, Workspace
-
-
-def _keep_argument_help() -> None:
-    """typer < 0.25 sets an argument's help and then calls click's `Argument.__init__`,
-    which (click >= 8.2 takes a `help` of its own) sets it back to None: no argument's help
-    ever showed in `--help`. Set it again after click."""
-    cls = typer.core.TyperArgument
-    if getattr(cls, "_teamctl_keeps_help", False):
-        return
-    init = cls.__init__
-
-    def __init__(self: typer.core.TyperArgument, *args: Any, **kwargs: Any) -> None:
-        init(self, *args, **kwargs)
-        if self.help is None:
-            self.help = kwargs.get("help")
-
-    cls.__init__ = __init__  # type: ignore[method-assign]
-    cls._teamctl_keeps_help = True  # type: ignore[attr-defined]
-
-
-_keep_argument_help()
-
 
 #: the commands that create the root when it is not there
 ROOT_MAKERS = ("init", "demo")

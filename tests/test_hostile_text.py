@@ -23,9 +23,9 @@ from teamd import actions, files, requests, roster
 from teamd.layout import Workspace
 from teamd.scripted import ScriptedServer
 from tests.harness import (
-    T,
     TEAM,
     Reader,
+    T,
     journal,
     lead_got,
     make_team,

@@ -8,6 +8,8 @@ memory (the child's own ru_maxrss, from wait4):
     teamctl logs T -n 100        reads only the tail, backwards
     teamctl logs T -n 100 alice  the same, counting only alice's events (one in three)
     teamctl logs T > /dev/null   the whole journal, streamed
+    teamctl logs -n 100          every team (this one and a small one), interleaved by time
+    teamctl logs > /dev/null     every team's whole journal, interleaved
 
     python -m bench.bench_logs [--mb 60] [--dir DIR]
 """
@@ -21,7 +23,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from teamd import actions
+from teamd import actions, events
 from teamd.layout import Workspace
 
 TEAM = "bench"
@@ -53,10 +55,12 @@ print(time.monotonic() - started, usage.ru_maxrss, os.waitstatus_to_exitcode(sta
 """
 
 
-def measure(ws: Workspace, *args: str) -> tuple[float, float]:
-    """`teamctl logs TEAM *args`: (wall seconds, peak RSS in MB) of the command alone."""
+def measure(ws: Workspace, *args: str, every_team: bool = False) -> tuple[float, float]:
+    """`teamctl logs TEAM *args` (`teamctl logs *args` for `every_team`): (wall seconds,
+    peak RSS in MB) of the command alone."""
+    which = [] if every_team else [TEAM]
     out = subprocess.run([sys.executable, "-c", _RUSAGE, str(TEAMCTL), "--root", str(ws.root),
-                          "logs", TEAM, *args], capture_output=True, text=True, check=True)
+                          "logs", *which, *args], capture_output=True, text=True, check=True)
     wall, peak_kib, code = out.stdout.split()
     if int(code) != 0:
         raise SystemExit(f"teamctl logs {' '.join(args)} failed")
@@ -75,12 +79,17 @@ def main() -> int:
         for name in ("alice", "bob", "carol"):
             actions.spawn(ws, TEAM, name, "work")
         size = fill(ws, args.mb)
-        print(f"journal: {size / 1e6:.0f} MB")
-        for label, extra in (("-n 100", ["-n", "100"]),
-                             ("-n 100 alice", ["-n", "100", "alice"]),
-                             ("whole journal", [])):
-            wall, peak = measure(ws, *extra)
-            print(f"teamctl logs {label:14} {wall:6.2f} s   peak {peak:6.1f} MB", flush=True)
+        actions.create_team(ws, "small")  # a second team, for the interleaved reads
+        for i in range(1000):
+            events.emit(ws, "small", "tick", member="dave", n=i)
+        print(f"journal: {size / 1e6:.0f} MB (and a second team's of 1,000 events)")
+        for label, extra, every in (("T -n 100", ["-n", "100"], False),
+                                    ("T -n 100 alice", ["-n", "100", "alice"], False),
+                                    ("T (whole)", [], False),
+                                    ("-n 100", ["-n", "100"], True),
+                                    ("(every team)", [], True)):
+            wall, peak = measure(ws, *extra, every_team=every)
+            print(f"teamctl logs {label:16} {wall:6.2f} s   peak {peak:6.1f} MB", flush=True)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
     return 0

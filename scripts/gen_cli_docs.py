@@ -17,7 +17,8 @@ COMMANDS = [[], ["init"], ["create"], ["spawn"], ["send"], ["broadcast"], ["inbo
             ["shutdown"], ["stop"], ["restart"], ["up"], ["down"], ["remove"], ["approve"],
             ["reject"], ["requests"], ["task"], ["task", "add"], ["task", "list"],
             ["task", "show"], ["task", "update"], ["budget"], ["prices"], ["status"], ["board"],
-            ["logs"], ["transcript"], ["attach"], ["delete"], ["diff"], ["merge"], ["demo"]]
+            ["logs"], ["transcript"], ["attach"], ["config"], ["delete"], ["diff"], ["merge"],
+            ["demo"]]
 
 
 def help_of(argv: list[str]) -> str:

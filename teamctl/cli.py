@@ -11,19 +11,26 @@ import os
 import sys
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Annotated, Any
 
 import click
 import typer
 
-from teamctl import gitviews, output
+from teamctl import complete, config, gitviews, journal, messages, output
+from teamctl.params import (
+    HELP_OPTIONS,
+    WAIT_DEFAULT,
+    JsonOpt,
+    NameArg,
+    RequestArg,
+    TaskIdArg,
+    TeamArg,
+    TimeoutOpt,
+    ws,
+)
 from teamd import (
     actions,
     board,
-    events,
-    files,
-    inbox,
     pidfile,
     requests,
     roster,
@@ -32,11 +39,10 @@ from teamd import (
 )
 from teamd.errors import BadInput, Interrupted, TeamdError
 from teamd.files import Json
-from teamd.layout import LEAD, ROOT_ENV, SUPERVISOR, Workspace, validate_member_name
+from teamd.layout import LEAD, ROOT_ENV, Workspace
 from teamd.permissions import describe
 from teamd.records import Request
 
-HELP_OPTIONS = {"help_option_names": ["-h", "--help"]}
 app = typer.Typer(
     name="teamctl",
     help="Control a team of Claude agents supervised by `teamd run`.\n\n"
@@ -57,68 +63,6 @@ task_app = typer.Typer(help="The shared task board.\n\n\b\nExample:\n"
                        no_args_is_help=True, rich_markup_mode=None,
                        context_settings=HELP_OPTIONS)
 app.add_typer(task_app, name="task")
-
-
-# -- completion: names from the workspace's files ------------------------------------------
-def _completion_ws(ctx: typer.Context) -> Workspace:
-    root = ctx.find_root().params.get("root")
-    return Workspace.at(root)
-
-
-def _complete_team(ctx: typer.Context, incomplete: str) -> list[str]:
-    try:
-        return [t for t in _completion_ws(ctx).team_names() if t.startswith(incomplete)]
-    except (OSError, TeamdError):
-        return []
-
-
-def _complete_member(ctx: typer.Context, incomplete: str) -> list[str]:
-    try:
-        config = roster.load(_completion_ws(ctx), str(ctx.params.get("team")))
-    except (OSError, TeamdError, ValueError):
-        return []
-    done = set(ctx.params.get("names") or [])
-    return [n for n in roster.names(config) if n.startswith(incomplete) and n not in done]
-
-
-def _complete_task(ctx: typer.Context, incomplete: str) -> list[tuple[str, str]]:
-    try:
-        tasks = board.list_tasks(_completion_ws(ctx), str(ctx.params.get("team")))
-    except (OSError, TeamdError, ValueError):
-        return []
-    return [(str(t["id"]), output.short(t["subject"], 40)) for t in tasks
-            if str(t["id"]).startswith(incomplete)]
-
-
-def _complete_request(ctx: typer.Context, incomplete: str) -> list[tuple[str, str]]:
-    try:
-        records = requests.list_requests(_completion_ws(ctx), str(ctx.params.get("team")),
-                                         pending_only=True)
-    except (OSError, TeamdError, ValueError):
-        return []
-    return [(r["request_id"], f"{r['kind']} from {r['sender']}") for r in records
-            if r["request_id"].startswith(incomplete)]
-
-
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON for scripts and jq.")]
-TeamArg = Annotated[str, typer.Argument(help="Team name.", show_default=False,
-                                        autocompletion=_complete_team)]
-NameArg = Annotated[str, typer.Argument(help="Member name.", show_default=False,
-                                        autocompletion=_complete_member)]
-TimeoutOpt = Annotated[float, typer.Option("--timeout", metavar="S",
-                                           help="Seconds to wait at most.")]
-TaskIdArg = Annotated[int, typer.Argument(help="Task id.", autocompletion=_complete_task)]
-RequestArg = Annotated[str, typer.Argument(help="The plan request id.",
-                                           autocompletion=_complete_request)]
-WAIT_DEFAULT = 120.0  # every wait's --timeout (CONTRACT §9)
-
-
-def ws() -> Workspace:
-    """The workspace this invocation acts on: the root callback keeps it on the click
-    context (`ctx.obj`), so nothing outlives one command (tests run many in one process)."""
-    ctx = click.get_current_context(silent=True)
-    chosen = ctx.find_object(Workspace) if ctx is not None else None
-    return chosen if chosen is not None else Workspace.at()
 
 
 def _version(value: bool) -> None:
@@ -154,8 +98,12 @@ def init(force: Annotated[bool, typer.Option("--force", help="Overwrite an exist
     Example:
       teamctl init && $EDITOR teamd.toml
     """
+    ws().root.mkdir(parents=True, exist_ok=True)
     path = settings.write_defaults(ws(), force=force)
     print(f"wrote {path}")
+
+
+app.command()(config.config)
 
 
 BudgetOpt = Annotated[float | None, typer.Option(
@@ -233,150 +181,10 @@ def spawn(
     models.warn_if_unpriced(ws(), team, member["name"])
 
 
-# -- messages ----------------------------------------------------------------------------
-def _read_content(content: str) -> str:
-    if content != "-":
-        return content
-    data = sys.stdin.buffer.read()
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError:
-        raise BadInput("content on standard input is not valid UTF-8") from None
-
-
-@app.command()
-def send(
-    team: TeamArg, name: Annotated[str, typer.Argument(help="Recipient.", show_default=False)],
-    content: Annotated[str, typer.Argument(help="Text, or - to read standard input.",
-                                           show_default=False)],
-    type_: Annotated[str, typer.Option("--type", help="message, broadcast, shutdown_request, "
-                                       "shutdown_response, plan_approval_response, …")
-                     ] = "message",
-    request_id: Annotated[str | None, typer.Option(help="For a *_response.")] = None,
-    approve: Annotated[bool | None, typer.Option("--approve/--reject",
-                                                 help="For a *_response.")] = None,
-    sender: Annotated[str | None, typer.Option(
-        help="Who sends it (default: the person: lead, or user beside an LLM lead).",
-        show_default=False)] = None,
-    reason: Annotated[str | None, typer.Option(help="For shutdown messages.")] = None,
-    feedback: Annotated[str | None, typer.Option(help="For plan responses.")] = None,
-    summary: Annotated[str | None, typer.Option(help="One line for listings.")] = None,
-    as_json: JsonOpt = False,
-) -> None:
-    """Append a message to a member's inbox (or the lead's).
-
-    In a team with an LLM lead you are `user`: `teamctl send TEAM lead "focus on the login
-    page"` reaches the lead's model as a message from user, and its answers land in your
-    inbox (`teamctl inbox TEAM`).
-
-    \b
-    Example:
-      teamctl send shop alice 'Finish the login page first'
-    """
-    msg = actions.send(ws(), team, name, _read_content(content), type_=type_, sender=sender,
-                       request_id=request_id, approve=approve, reason=reason,
-                       feedback=feedback, summary=summary)
-    if as_json:
-        output.emit_json(msg)
-    else:
-        print(f"sent {msg['type']} {msg['id']} to {msg['recipient']}")
-    _warn_if_stopped(team, msg["recipient"])
-
-
-def _warn_if_stopped(team: str, name: str) -> None:
-    """Delivered, but nobody reads it until the member runs again: say so (CONTRACT §9)."""
-    member = roster.find(roster.load(ws(), team), name)
-    if member is not None and member["status"] in ("shutdown", "failed") \
-            and not roster.is_live(member):
-        print(f"note: {name} is {member['status']}: the message waits in its inbox until it "
-              f"is started again (`teamctl restart {team} {name}`)", file=sys.stderr)
-
-
-@app.command()
-def broadcast(team: TeamArg,
-              content: Annotated[str, typer.Argument(help="Text, or - for standard input.",
-                                                     show_default=False)],
-              sender: Annotated[str | None, typer.Option(
-                  help="Who sends it (default: the person: lead, or user beside an LLM "
-                  "lead).", show_default=False)] = None,
-              as_json: JsonOpt = False) -> None:
-    """Send one message to every running member and the lead, except the sender.
-
-    \b
-    Example:
-      teamctl broadcast shop 'Code freeze at 17:00'
-    """
-    copies = actions.broadcast(ws(), team, _read_content(content), sender=sender)
-    if as_json:
-        output.emit_json(copies)
-    else:
-        names = ", ".join(c["recipient"] for c in copies)
-        print(f"broadcast {copies[0]['id']} to {names}")
-
-
-def _print_messages(msgs: list[Json], as_json: bool) -> None:
-    if as_json:
-        for m in msgs:
-            print(files.dumps_line(m).decode(), end="")
-        return
-    for m in msgs:
-        kind = "" if m["type"] == "message" else f" [{m['type']}]"
-        extra = f" (request {m['request_id']})" if m.get("request_id") else ""
-        print(f"{output.when(m.get('timestamp'))} {m['sender']} → {m['recipient']}{kind}{extra}:"
-              f" {m['content']}")
-
-
-def _show_now(msgs: list[Json], as_json: bool) -> None:
-    _print_messages(msgs, as_json)
-    sys.stdout.flush()
-
-
-@app.command("inbox")
-def inbox_cmd(
-    team: TeamArg,
-    name: Annotated[str | None, typer.Argument(
-        help="Whose inbox (default: the person's: lead's, or user's beside an LLM lead).",
-        show_default=False)] = None,
-    peek: Annotated[bool, typer.Option("--peek", help="Show without taking.")] = False,
-    follow: Annotated[bool, typer.Option("--follow", "-f", help="Keep showing new ones.")
-                      ] = False,
-    as_json: Annotated[bool, typer.Option("--json", help="One JSON message per line.")
-                       ] = False,
-) -> None:
-    """Show an inbox. The person's is drained (printed, then cleared; history stays in
-    events.jsonl): lead_inbox.jsonl, or user_inbox.jsonl in a team with an LLM lead. Any
-    other inbox (a teammate's, an LLM lead's) is only peeked at.
-
-    \b
-    Example:
-      teamctl inbox shop --follow
-    """
-    w = ws()
-    name, mine = actions.inbox_owner(actions.require_team(w, team), name)
-    drain = mine and not peek
-    if not drain and not peek:
-        why = "an LLM lead reads it" if name == LEAD else "it belongs to a teammate"
-        print(f"note: only peeking: {why}", file=sys.stderr)
-    from teamd.watch import Watcher
-
-    seen: set[str] = set()
-    with Watcher([w.team_dir(team)]) as watcher:
-        while True:
-            if drain:
-                # print, then clear: a message leaves the inbox only once it is shown
-                msgs = inbox.drain(w, team, name, lambda batch: _show_now(batch, as_json))
-            else:
-                msgs = [m for m in inbox.peek(w, team, name) if m["id"] not in seen]
-                seen.update(m["id"] for m in msgs)
-                _show_now(msgs, as_json)
-            if not follow:
-                if not msgs and not as_json:
-                    print(f"{name}'s inbox is empty", file=sys.stderr)
-                return
-            try:
-                watcher.wait(None)
-            except KeyboardInterrupt:
-                return  # Ctrl-C ends a follow: exit 0 (a wait would be 130)
+# -- messages: teamctl.messages -----------------------------------------------------------
+app.command()(messages.send)
+app.command()(messages.broadcast)
+app.command("inbox")(messages.inbox_cmd)
 
 
 # -- protocols ---------------------------------------------------------------------------
@@ -436,7 +244,8 @@ def _await_shutdown(w: Workspace, team: str, rid: str, name: str, timeout: float
         raise TeamdError(f"timed out after {timeout:g}s: "
                          f"{_request_state(w, team, rid, name)}")
     if record["status"] == "rejected":
-        raise TeamdError(f"{name} rejected the shutdown: {record.get('reason') or 'no reason'}")
+        raise TeamdError(f"{name} rejected the shutdown: "
+                         f"{record.get('answer_reason') or 'no reason'}")
 
 
 @app.command()
@@ -500,7 +309,7 @@ def stop(team: TeamArg, name: NameArg,
 def restart(team: TeamArg,
             name: Annotated[str | None, typer.Argument(
                 help="Member name (default: every member).", show_default=False,
-                autocompletion=_complete_member)] = None) -> None:
+                autocompletion=complete.member)] = None) -> None:
     """Stop the member (every member without NAME) if running, clear failed/backoff, and
     start it again.
 
@@ -564,7 +373,7 @@ def _rejections(w: Workspace, team: str, opened: list[Json]) -> list[str]:
     out = []
     for record in _statuses(w, team, opened):
         if record["status"] == "rejected":
-            out.append(f"{record['recipient']} ({record.get('reason') or 'no reason'})")
+            out.append(f"{record['recipient']} ({record.get('answer_reason') or 'no reason'})")
     return out
 
 
@@ -697,9 +506,10 @@ def requests_cmd(team: TeamArg,
 
     def detail(r: Request) -> str:
         if r["kind"] == "permission":
-            said = r.get("feedback") or r.get("reason")
+            said = r.get("feedback") or r.get("answer_reason")
             return output.short(describe(r) + (f" ({said})" if said else ""), 70)
-        return output.short(r.get("plan") or r.get("feedback") or r.get("reason") or "", 50)
+        # the asker's words (a shutdown's reason is null when none was given: `-`)
+        return output.short(r.get("plan") or r.get("feedback") or r.get("reason") or "-", 50)
 
     rows = [(r["request_id"], r["kind"], r["sender"], r["recipient"], r["status"],
              output.ago(r["created_at"]), detail(r)) for r in records]
@@ -725,7 +535,7 @@ def task_add(team: TeamArg,
                  help="Ids this task waits on, e.g. 1,2.")] = None,
              owner: Annotated[str | None, typer.Option(
                  metavar="NAME", help="Give it to this member (sent to it once unblocked).",
-                 autocompletion=_complete_member)] = None,
+                 autocompletion=complete.member)] = None,
              as_json: JsonOpt = False) -> None:
     """Add a task to the board.
 
@@ -773,11 +583,11 @@ def task_show(team: TeamArg, task_id: TaskIdArg,
         output.emit_json(task)
         return
     for key in ("id", "subject", "status", "owner", "blocked_by", "blocks", "created_by"):
-        print(f"{key + ':':12} {task[key]}")
+        print(f"{key + ':':12} {output.short(task[key], None)}")
     for key in ("created_at", "claimed_at", "completed_at"):
         print(f"{key + ':':12} {output.when(task[key])}")
     if task["description"]:
-        print(f"\n{task['description']}")
+        print(f"\n{output.safe(task['description'])}")
 
 
 @task_app.command("update")
@@ -785,7 +595,8 @@ def task_update(
     team: TeamArg, task_id: TaskIdArg,
     status: Annotated[str | None, typer.Option(help="pending, in_progress or completed.")
                       ] = None,
-    owner: Annotated[str | None, typer.Option(help="A member name; '' clears it.")] = None,
+    owner: Annotated[str | None, typer.Option(help="A member name; '' clears it.",
+                                              autocompletion=complete.member)] = None,
     blocked_by: Annotated[str | None, typer.Option(help="Add ids this task waits on.")
                           ] = None,
     as_json: JsonOpt = False,
@@ -812,7 +623,7 @@ def budget_cmd(team: TeamArg,
                    show_default=False)],
                member: Annotated[str | None, typer.Option(
                    "--member", metavar="NAME", help="A member's budget, not the team's.",
-                   autocompletion=_complete_member)] = None,
+                   autocompletion=complete.member)] = None,
                as_json: JsonOpt = False) -> None:
     """Set (0 removes) a team's or a member's spending cap in US dollars.
 
@@ -852,8 +663,8 @@ def prices(as_json: JsonOpt = False) -> None:
 
 # -- looking -----------------------------------------------------------------------------
 @app.command()
-def status(team: Annotated[str | None, typer.Argument(help="One team (default: all).")
-                           ] = None,
+def status(team: Annotated[str | None, typer.Argument(
+               help="One team (default: all).", autocompletion=complete.team)] = None,
            watch: Annotated[bool, typer.Option("--watch", "-w", help="Refresh live until "
                                                "Ctrl-C.")] = False,
            as_json: JsonOpt = False) -> None:
@@ -921,184 +732,10 @@ def board_cmd(team: TeamArg,
         views.watch(render, [w.tasks_dir(team), w.team_dir(team)], every=5.0)
 
 
-def _journal_of(w: Workspace, team: str) -> tuple[Path, Json | None, Path | None]:
-    """(journal path, roster or None, archive or None) of a team, or of its latest archive
-    once it was deleted. An unreadable roster hides no journal: it is said, and read."""
-    try:
-        return w.events(team), actions.require_team(w, team), None
-    except TeamdError as exc:
-        if not isinstance(exc, BadInput):
-            print(f"note: the roster of team {team} cannot be read ({exc}); its journal "
-                  "is read all the same", file=sys.stderr)
-            return w.events(team), None, None
-        archives = w.archives(team)
-        if not archives:
-            raise
-        folder = archives[-1]
-        config = files.read_json(folder / "config.json") if \
-            (folder / "config.json").is_file() else None
-        return folder / "events.jsonl", config, folder
-
-
-def _colors(config: Json | None) -> dict[str, str]:
-    if not config:
-        return {}
-    return {m["name"]: m.get("color") for m in config.get("members", []) if m.get("color")}
-
-
-@app.command()
-def logs(team: TeamArg,
-         names: Annotated[list[str] | None, typer.Argument(
-             help="Only events about these members.", show_default=False,
-             autocompletion=_complete_member)] = None,
-         lines: Annotated[int | None, typer.Option(
-             "--lines", "-n", metavar="N", help="Start with the last N events shown.")
-         ] = None,
-         since: Annotated[str | None, typer.Option(
-             metavar="T", help="Only events since T: 2025-11-23T14:05, 14:05[:30] (today), "
-             "or an age: 90s, 10m, 2h.")] = None,
-         follow: Annotated[bool, typer.Option(
-             "--follow", "-f", help="Keep printing new events (from the end, after the last "
-             "-n when given); ends when the team is deleted.")] = False,
-         verbose: Annotated[bool, typer.Option(
-             "--verbose", "-v", help="Also model calls and idle notifications.")] = False,
-         as_json: Annotated[bool, typer.Option("--json", help="One JSON event per line.")
-                            ] = False) -> None:
-    """The team's event journal (events.jsonl and its rotated files), oldest first, like
-    journalctl. Streamed: -n reads from the end, memory stays flat. A deleted team's
-    latest archive is read. A process's own stderr is in .teams/TEAM/logs/NAME.log.
-
-    \b
-    Examples:
-      teamctl logs shop alice bob -n 20
-      teamctl logs shop --since 10m -f
-      teamctl logs shop --json | jq 'select(.event == "tool_call" and .ok == false)'
-    """
-    w = ws()
-    who = names or []
-    path, config, archive = _journal_of(w, team)
-    if config is not None and archive is None:
-        for name in who:
-            if name not in (LEAD, SUPERVISOR, "user"):
-                roster.get(config, name)
-    if lines is not None and lines < 0:
-        raise BadInput("-n takes a number of events >= 0")
-    start = events.parse_since(since) if since else None
-    if archive is not None:
-        print(f"note: team {team} was deleted; reading its archive {archive}", file=sys.stderr)
-    colors = _colors(config)
-
-    def keep(rec: Json) -> bool:
-        return events.concerns(rec, who) and (verbose or not events.is_chatter(rec))
-
-    def show(rec: Json) -> None:
-        if as_json:
-            sys.stdout.write(files.dumps_line(rec).decode())
-        else:
-            name = str(rec.get("member") or "-")
-            sys.stdout.write(f"{output.paint(output.when(rec.get('ts')), 'dim')} "
-                             f"{output.paint(f'{name:12}', colors.get(name))} "
-                             f"{output.describe_event(rec)}\n")
-
-    following = follow and archive is None
-    deleted = False
-    bad: list[int] = []
-
-    def unreadable(line: bytes) -> None:
-        bad.append(len(line))  # skipped; said once at the end
-
-    try:
-        for rec in events.stream(path, match=keep, last=lines, since=start,
-                                 follow=following, history=not following or lines is not None
-                                 or start is not None, on_bad=unreadable):
-            show(rec)
-            if following:
-                sys.stdout.flush()
-        deleted = following
-    except KeyboardInterrupt:
-        return  # Ctrl-C ends a follow: exit 0
-    finally:
-        if bad:
-            print(f"teamctl: skipped {len(bad)} unreadable line(s) in {path} (or its rotated "
-                  "files)", file=sys.stderr)
-    if deleted:
-        end = f"-- team {team} was deleted --"
-        print(end, file=sys.stderr if as_json else sys.stdout, flush=True)
-
-
-def _member_session(w: Workspace, team: str, name: str
-                    ) -> tuple[Path, Path, str | None, Path | None]:
-    """(session file, team folder, colour, archive or None) of a member of a team or of
-    the team's latest archive."""
-    path, config, archive = _journal_of(w, team)
-    validate_member_name(name)
-    member = roster.find(config, name) if config else None
-    if member is None and archive is None:
-        roster.get(config or {"name": team, "members": []}, name)
-    folder = path.parent
-    color = member.get("color") if member else None
-    return folder / "sessions" / f"{name}.jsonl", folder, color, archive
-
-
-def _show_transcript(team: str, name: str, lines: int | None, follow: bool) -> None:
-    from teamctl import transcript as tr
-
-    w = ws()
-    session, folder, color, archive = _member_session(w, team, name)
-    if archive is not None:
-        print(f"note: team {team} was deleted; reading its archive {archive}", file=sys.stderr)
-    if lines is not None and lines < 0:
-        raise BadInput("-n takes a number of records >= 0")
-    records = tr.history(w, team, name, session)
-    renderer = tr.Renderer(name, color)
-    shown = records[-lines:] if lines else ([] if lines == 0 else records)
-    for rec in shown:
-        for line in tr.render(renderer, rec):
-            print(line)
-    if not records and not follow:
-        print(f"{name} has no conversation yet", file=sys.stderr)
-    if not follow or archive is not None:
-        return
-    sys.stdout.flush()
-    seen = sum(1 for r in records if r.get("type") != "turn")
-    try:
-        for rec in tr.follow(session, folder, seen):
-            for line in tr.render(renderer, rec):
-                print(line)
-            sys.stdout.flush()
-    except KeyboardInterrupt:
-        return  # Ctrl-C ends an attach: exit 0
-    print(f"-- team {team} was deleted --", flush=True)
-
-
-@app.command()
-def transcript(team: TeamArg, name: NameArg,
-               lines: Annotated[int | None, typer.Option(
-                   "--lines", "-n", metavar="N", help="Only the last N records.")] = None
-               ) -> None:
-    """A member's conversation as a person reads it: its text, each tool call and its
-    (shortened) result, messages in and out, compactions — across restarts.
-
-    \b
-    Example:
-      teamctl transcript shop alice -n 30
-    """
-    _show_transcript(team, name, lines, follow=False)
-
-
-@app.command()
-def attach(team: TeamArg, name: NameArg,
-           lines: Annotated[int | None, typer.Option(
-               "--lines", "-n", metavar="N", help="Start with the last N records.")] = None
-           ) -> None:
-    """Watch a member work, live: its transcript, then each new step as it happens (across
-    restarts and compactions). Ctrl-C detaches; the member goes on.
-
-    \b
-    Example:
-      teamctl attach shop alice -n 10
-    """
-    _show_transcript(team, name, lines, follow=True)
+# -- the journal and sessions: teamctl.journal ----------------------------------------------
+app.command()(journal.logs)
+app.command()(journal.transcript)
+app.command()(journal.attach)
 
 
 @app.command()

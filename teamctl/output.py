@@ -4,6 +4,10 @@ Tables are plain text on purpose: `rich` costs import time on every invocation, 
 commands must start fast; it is used only by the live `--watch` views. `paint` is the one
 place an escape code is written: only to a terminal, and never with `NO_COLOR` set
 (https://no-color.org). Widths are measured on what shows, escapes left out.
+
+`safe` is the one guard between text the product did not write (a message, a task, a tool's
+output, a model's reply, an error) and the operator's terminal: every human view passes such
+text through it (tables, `short` and `describe_event` do it themselves); `--json` does not.
 """
 
 from __future__ import annotations
@@ -26,6 +30,20 @@ STATUS_COLORS = {"failed": "red", "backoff": "yellow", "paused": "yellow",
                  "active": "green", "idle": None, "sleeping": "dim", "pending": "dim",
                  "shutdown": "dim"}
 ESCAPE_RE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+#: what must never reach a terminal raw: C0 controls but tab and newline, DEL, C1 controls,
+#: and the bidirectional overrides and isolates (which reorder what a line seems to say)
+CONTROL_RE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def _escaped(found: re.Match[str]) -> str:
+    code = ord(found.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def safe(text: str) -> str:
+    """`text` with every control character shown escaped, as journalctl and git do:
+    `\\x1b`, `\\x07`, `\\u202e`; tab and newline are kept."""
+    return CONTROL_RE.sub(_escaped, text) if CONTROL_RE.search(text) else text
 
 
 def emit_json(obj: Any) -> None:
@@ -41,11 +59,6 @@ def paint(text: str, color: str | None) -> str:
     if not text or not color or color not in COLOR_CODES or not colors_wanted():
         return text
     return f"\x1b[{COLOR_CODES[color]}m{text}\x1b[0m"
-
-
-def paint_status(status: str, shown: str | None = None) -> str:
-    """`shown` (the status, perhaps with a marker) in its status's colour."""
-    return paint(shown if shown is not None else status, STATUS_COLORS.get(status))
 
 
 def strip_escapes(text: str) -> str:
@@ -66,13 +79,14 @@ Cell = Any  # a value shown as str(value), or (text, colour) painted after it is
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[Cell]],
           fit: int | None = None, flexible: int = 1) -> str:
-    """Columns aligned on what shows. A cell may be `(text, colour)`: sized plain and
-    painted after padding. With `fit`, the last `flexible` columns (free text) are cut,
-    the last first, down to 10 columns each, so lines fit that width where they can."""
+    """Columns aligned on what shows, every cell on one line and made `safe`. A cell may
+    be `(text, colour)`: sized plain and painted after padding. With `fit`, the last
+    `flexible` columns (free text) are cut, the last first, down to 10 columns each, so
+    lines fit that width where they can."""
     def split(cell: Cell) -> tuple[str, str | None]:
         if isinstance(cell, tuple):
-            return ("" if cell[0] is None else str(cell[0])), cell[1]
-        return ("" if cell is None else str(cell)), None
+            return short("" if cell[0] is None else cell[0], None), cell[1]
+        return short("" if cell is None else cell, None), None
 
     cells = [[(str(h), None) for h in headers]] + [[split(c) for c in r] for r in rows]
     widths = [max(width(row[i][0]) for row in cells) for i in range(len(headers))]
@@ -93,9 +107,13 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[Cell]],
 
 
 def when(ts: float | None) -> str:
+    """The time of day; with the date too when it is not today."""
     if not ts:
         return "-"
-    return time.strftime("%H:%M:%S", time.localtime(ts))
+    moment = time.localtime(ts)
+    if moment[:3] != time.localtime()[:3]:
+        return time.strftime("%Y-%m-%d %H:%M:%S", moment)
+    return time.strftime("%H:%M:%S", moment)
 
 
 #: (size, unit, the next unit down's size, its unit), biggest first
@@ -131,9 +149,11 @@ def dollars(amount: float | None) -> str:
     return f"${amount:.2f}" if amount >= 1 else f"${amount:.4f}"
 
 
-def short(text: str, width: int = 60) -> str:
-    text = " ".join(str(text).split())
-    return text if len(text) <= width else text[: width - 1] + "…"
+def short(text: str, width: int | None = 60) -> str:
+    """`text` on one line (whitespace runs made one space), made `safe`, cut to `width`
+    with `…` (None: whole)."""
+    text = safe(" ".join(str(text).split()))
+    return text if width is None or len(text) <= width else text[: width - 1] + "…"
 
 
 def human_count(n: float | None) -> str:
@@ -156,23 +176,29 @@ def human_bytes(n: float | None) -> str:
     return f"{n:.1f}T"
 
 
-def describe_event(rec: dict[str, Any]) -> str:
-    """One readable line for a journal record."""
+def describe_event(rec: dict[str, Any], full: bool = False) -> str:
+    """One readable line for a journal record, made `safe`; with `full`, no value is cut."""
+    def cut(text: str, most: int) -> str:
+        return short(text, None if full else most)
+
     ev = rec.get("event", "?")
-    skip = {"ts", "event", "member"}
+    skip = {"ts", "event", "member", "team"}
     if ev == "message" and isinstance(rec.get("message"), dict):
         m = rec["message"]
         extra = f" [{m['type']}]" if m.get("type") != "message" else ""
-        return f"{m.get('sender')} → {m.get('recipient')}{extra}: {short(m.get('content', ''), 80)}"
-    if ev == "status":
-        return f"status {rec.get('from')} → {rec.get('to')}"
-    if ev == "tool_call":
+        line = f"{m.get('sender')} → {m.get('recipient')}{extra}: {cut(m.get('content', ''), 80)}"
+    elif ev == "status":
+        line = f"status {rec.get('from')} → {rec.get('to')}"
+    elif ev == "tool_call":
         args = rec.get("input")
-        shown = short(json.dumps(args, ensure_ascii=False), 60) if args else ""
+        shown = cut(json.dumps(args, ensure_ascii=False), 60) if args else ""
         if rec.get("ok", True):
-            return f"tool {rec.get('tool')} {shown} ok ({rec.get('ms', 0)} ms)".rstrip()
-        return (f"tool {rec.get('tool')} {shown} FAILED: "
-                f"{short(str(rec.get('error') or 'no reason recorded'), 120)}")
-    fields = " ".join(f"{k}={short(json.dumps(v, ensure_ascii=False), 40)}"
-                      for k, v in rec.items() if k not in skip)
-    return f"{ev} {fields}".rstrip()
+            line = f"tool {rec.get('tool')} {shown} ok ({rec.get('ms', 0)} ms)".rstrip()
+        else:
+            line = (f"tool {rec.get('tool')} {shown} FAILED: "
+                    f"{cut(str(rec.get('error') or 'no reason recorded'), 120)}")
+    else:
+        fields = " ".join(f"{k}={cut(json.dumps(v, ensure_ascii=False), 40)}"
+                          for k, v in rec.items() if k not in skip)
+        line = f"{ev} {fields}".rstrip()
+    return safe(line)

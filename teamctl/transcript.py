@@ -3,7 +3,8 @@
 This module owns reading a member's session file (`.teams/{team}/sessions/{name}.jsonl`, the
 record types of `teamd.agent.session`) for people, following it live, and rendering each
 record: the model's text, each tool call and its (shortened) result, messages in and out,
-compactions. The session file is only ever appended to (a compaction is one more record), so
+compactions; every text it did not write made `output.safe`. The session file is only
+ever appended to (a compaction is one more record), so
 reading it from the top covers restarts and compactions; if it ever starts with a
 compaction, the full history that compaction saved in `transcripts/` is shown first.
 """
@@ -50,14 +51,16 @@ class Renderer:
         self.color = color
         self.paint = paint
 
+    def _when(self, ts: Any) -> str:
+        return output.when(ts) if isinstance(ts, int | float) and ts else BLANK_TIME
+
     def _line(self, ts: Any, text: str) -> str:
-        when = output.when(ts) if isinstance(ts, int | float) and ts else BLANK_TIME
-        return f"{self.paint(when, 'dim')} {text}"
+        return f"{self.paint(self._when(ts), 'dim')} {text}"
 
     def _block(self, ts: Any, head: str, body: str) -> list[str]:
         """`head` then `body`, its later lines indented under the first."""
         lines = body.splitlines() or [""]
-        pad = " " * 9 + " " * len(_strip(head))
+        pad = " " * (len(self._when(ts)) + 1) + " " * len(_strip(head))
         return [self._line(ts, head + lines[0]), *(pad + line for line in lines[1:])]
 
     def record(self, rec: Json) -> list[str]:
@@ -72,11 +75,12 @@ class Renderer:
         if kind == "user":
             return [line for b in rec.get("content") or [] if b.get("type") == "text"
                     for line in self._block(ts, self.paint("» ", "dim"),
-                                            self.paint(_cut(b.get("text", ""), 800), "dim"))]
+                                            self.paint(_cut(str(b.get("text", "")), 800),
+                                                       "dim"))]
         if kind == "compaction":
             before = rec.get("before_tokens")
             size = f" at {before} tokens" if before else ""
-            where = rec.get("transcript") or "transcripts/"
+            where = output.safe(str(rec.get("transcript") or "transcripts/"))
             head = self.paint(f"── compacted{size}; the full history is in {where}. "
                               "Summary: ", "magenta")
             return self._block(ts, head, _cut(str(rec.get("summary", "")), 800))
@@ -85,12 +89,12 @@ class Renderer:
     def _assistant_block(self, ts: Any, block: Json) -> list[str]:
         kind = block.get("type")
         if kind == "text":
-            text = str(block.get("text", "")).strip()
+            text = output.safe(str(block.get("text", "")).strip())
             if not text:
                 return []
             return self._block(ts, self.paint(f"{self.name}: ", self.color), text)
         if kind == "tool_use":
-            return [self._line(ts, self._tool_call(str(block.get("name")),
+            return [self._line(ts, self._tool_call(output.safe(str(block.get("name"))),
                                                    block.get("input") or {}))]
         if kind == "thinking":
             return self._block(ts, self.paint("(thinking) ", "dim"),
@@ -100,9 +104,10 @@ class Renderer:
     def _tool_call(self, tool: str, args: Json) -> str:
         if tool == "SendMessage":
             kind = args.get("type") or "message"
-            extra = "" if kind == "message" else f" [{kind}]"
+            extra = "" if kind == "message" else f" [{output.safe(str(kind))}]"
             text = args.get("content") or args.get("reason") or args.get("feedback") or ""
-            return self.paint(f"✉ {self.name} → {args.get('recipient')}{extra}: ", "yellow") \
+            to = output.safe(str(args.get("recipient")))
+            return self.paint(f"✉ {self.name} → {to}{extra}: ", "yellow") \
                 + output.short(str(text), INPUT_WIDTH)
         key = MAIN_INPUT.get(tool)
         if key and key in args:
@@ -125,8 +130,8 @@ class Renderer:
     def _message_in(self, ts: Any, msg: Json) -> list[str]:
         kind = msg.get("type", "message")
         extra = "" if kind == "message" else f" [{kind}]"
-        head = self.paint(f"✉ {msg.get('sender')} → {msg.get('recipient', self.name)}"
-                          f"{extra}: ", "yellow")
+        head = self.paint(output.safe(f"✉ {msg.get('sender')} → "
+                                      f"{msg.get('recipient', self.name)}{extra}: "), "yellow")
         return self._block(ts, head, _cut(str(msg.get("content", "")), 800))
 
     def turn(self, turn: Json) -> list[str]:
@@ -166,6 +171,8 @@ def _text_of(content: Any) -> str:
 
 
 def _cut(text: str, width: int) -> str:
+    """`text` made `output.safe` (its lines kept), cut to `width` with `…`."""
+    text = output.safe(text)
     return text if len(text) <= width else text[: width - 1] + "…"
 
 

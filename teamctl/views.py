@@ -48,7 +48,7 @@ def notes(m: Json) -> str:
 
 def member_row(m: Json) -> tuple[Any, ...]:
     stale = not m["live"] and m["status"] in roster.RUNNING_STATUSES
-    status = output.paint_status(m["status"], m["status"] + ("?" if stale else ""))
+    status = (m["status"] + ("?" if stale else ""), output.STATUS_COLORS.get(m["status"]))
     u = m.get("usage") or {}
     tokens_in = prices.input_tokens(u)
     cpu = m.get("cpu_percent")

@@ -9,10 +9,8 @@ from __future__ import annotations
 import json
 import logging
 import os
-import re
 import time
 from collections.abc import Callable, Generator, Sequence
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -126,35 +124,6 @@ def is_chatter(record: Json) -> bool:
     msg = record.get("message")
     return record.get("event") == "message" and isinstance(msg, dict) \
         and msg.get("type") == "idle_notification"
-
-
-_AGE_RE = re.compile(r"^(\d+(?:\.\d+)?)\s*(s|sec|m|min|h|d)$")
-_CLOCK_RE = re.compile(r"^(\d{1,2}):(\d{2})(?::(\d{2}))?$")
-_UNITS = {"s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600, "d": 86400}
-
-
-def parse_since(text: str, now: float | None = None) -> float:
-    """Epoch seconds for `--since`: an ISO 8601 date-time (local time unless it says
-    otherwise), `HH:MM[:SS]` today, or an age such as `90s`, `10m`, `2h`, `1d`."""
-    now = time.time() if now is None else now
-    value = text.strip()
-    age = _AGE_RE.match(value)
-    if age:
-        return now - float(age.group(1)) * _UNITS[age.group(2)]
-    clock = _CLOCK_RE.match(value)
-    if clock:
-        hour, minute, second = int(clock.group(1)), int(clock.group(2)), int(clock.group(3) or 0)
-        if hour < 24 and minute < 60 and second < 60:
-            today = datetime.fromtimestamp(now)
-            return today.replace(hour=hour, minute=minute, second=second,
-                                 microsecond=0).timestamp()
-    else:
-        try:
-            return datetime.fromisoformat(value).timestamp()  # naive: local time
-        except ValueError:
-            pass
-    raise BadInput(f"--since {text!r}: use an ISO 8601 date-time (2025-11-23T14:05), "
-                   "HH:MM[:SS] (today) or an age (90s, 10m, 2h)")
 
 
 def _open(path: Path) -> int | None:
@@ -313,19 +282,11 @@ def open_journal(path: Path) -> list[int]:
     return fds
 
 
-def _last_ts(fd: int) -> float | None:
-    for _, line in _lines_backward(fd, _complete_end(fd)):
-        rec = _parse(line)
-        if rec is not None and isinstance(rec.get("ts"), int | float):
-            return float(rec["ts"])
-    return None
-
-
 def _start_point(fds: list[int], match: Callable[[Json], bool], last: int | None,
                  since: float | None, history: bool) -> tuple[int, int]:
     """(file index, offset) where showing starts: after the last `last` events that match
-    (read backwards), at the first event not older than `since`, at the start, or (no
-    history) at the end."""
+    and are not older than `since` (read backwards), at the start, or (no history) at the
+    end. `since` only filters: a line out of time order never hides the lines after it."""
     if not fds:
         return 0, 0
     if last is not None:
@@ -337,8 +298,8 @@ def _start_point(fds: list[int], match: Callable[[Json], bool], last: int | None
                 rec = _parse(line)
                 if rec is None:
                     continue
-                if since is not None and _ts(rec) < since:
-                    return where
+                if since is not None and ts_of(rec) < since:
+                    continue  # filtered, not an end: a clock may have stepped back
                 if match(rec):
                     found += 1
                     where = (i, start)
@@ -347,17 +308,11 @@ def _start_point(fds: list[int], match: Callable[[Json], bool], last: int | None
         return 0, 0
     if not history:
         return len(fds) - 1, _complete_end(fds[-1])
-    if since is not None:
-        # whole rotated files older than `since` are skipped unread (but their last line)
-        for i, fd in enumerate(fds):
-            newest = _last_ts(fd)
-            if newest is not None and newest >= since:
-                return i, 0
-        return len(fds) - 1, _complete_end(fds[-1])
     return 0, 0
 
 
-def _ts(rec: Json) -> float:
+def ts_of(rec: Json) -> float:
+    """A record's `ts` (0 when it has none)."""
     ts = rec.get("ts")
     return float(ts) if isinstance(ts, int | float) else 0.0
 
@@ -366,7 +321,8 @@ def stream(path: Path, *, match: Callable[[Json], bool] | None = None,
            last: int | None = None, since: float | None = None, follow: bool = False,
            history: bool = True, poll: float = 0.5,
            stop_at_deletion: bool = True,
-           on_bad: Callable[[bytes], None] | None = None) -> Generator[Json, None, None]:
+           on_bad: Callable[[bytes], None] | None = None,
+           on_caught_up: Callable[[], None] | None = None) -> Generator[Json, None, None]:
     """The journal at `path` (and its rotated files, oldest first) as it is read: memory
     stays flat whatever its size.
 
@@ -377,11 +333,12 @@ def stream(path: Path, *, match: Callable[[Json], bool] | None = None,
     folder is gone (what was written to the file it holds is read out first).
     `on_bad` is called with each line read in passing that is not a JSON object (garbage a
     person or a broken disk put there): it is skipped, and the caller can say so.
+    `on_caught_up` is called once the history is read, before following.
     """
     keep = match or (lambda _r: True)
 
     def wanted(rec: Json) -> bool:
-        return (since is None or _ts(rec) >= since) and keep(rec)
+        return (since is None or ts_of(rec) >= since) and keep(rec)
 
     fds = open_journal(path)
     try:
@@ -393,6 +350,8 @@ def stream(path: Path, *, match: Callable[[Json], bool] | None = None,
             offset = end
         if not follow:
             return
+        if on_caught_up is not None:
+            on_caught_up()
         fd = fds.pop() if fds else None  # the newest: _follow goes on with it, and closes it
         yield from _follow(path, fd, offset if fd is not None else 0, wanted, poll,
                            stop_at_deletion, on_bad)

@@ -151,6 +151,15 @@ class Workspace:
         (`removed/{name}-{ts}/`): a member spawned again by that name starts afresh."""
         return self.team_dir(team) / "removed"
 
+    def removed(self, team: str, member: str) -> list[Path]:
+        """The folders `remove` kept of members called `member`, oldest first."""
+        validate_name(member, "member name")
+        folder = self.removed_dir(team)
+        if not folder.is_dir():
+            return []
+        return sorted(p for p in folder.iterdir() if p.name.startswith(f"{member}-")
+                      and ARCHIVE_TS_RE.fullmatch(p.name[len(member) + 1:]))
+
     def sessions_dir(self, team: str) -> Path:
         return self.team_dir(team) / "sessions"
 

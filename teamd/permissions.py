@@ -260,5 +260,6 @@ def journal_denied(ws: Workspace, team: str, member: str, tool: str, argument: s
 
 
 def refused_text(record: Mapping[str, Any]) -> str:
-    return f"permission refused: {record.get('feedback') or record.get('reason') or 'no reason'}"
+    why = record.get("feedback") or record.get("answer_reason") or "no reason"
+    return f"permission refused: {why}"
 

@@ -179,6 +179,15 @@ def wipe_environ_block(keys: Iterable[str]) -> None:
         at += len(entry) + 1
 
 
+def set_title(title: str) -> None:
+    """Name this process where `ps`, `top` and psutil look: its command line (argv's
+    memory, which Python cannot rewrite: the `setproctitle` package does) and its comm.
+    Call it after `wipe_environ_block`: the title may take the environment block's room."""
+    import setproctitle
+
+    setproctitle.setproctitle(title)
+
+
 def redirect_stdio(log_path: str) -> None:
     """stdin from /dev/null; stdout and stderr appended to the member's own log file."""
     null = os.open(os.devnull, os.O_RDONLY)

@@ -39,6 +39,7 @@ from teamd.proc import (
     redirect_stdio,
     reset_signals,
     set_dumpable,
+    set_title,
     wipe_environ_block,
 )
 from teamd.settings import Settings
@@ -343,6 +344,7 @@ def child_main(ws: Workspace, team: str, name: str, conf: Settings, parent_pid: 
         close_fds(keep=[go_r] if wake_r is None else [go_r, wake_r])
         scrub_child_env(os.environ)
         wipe_environ_block(NOTIFY_ENV_KEYS)
+        set_title(f"teamd: {name}@{team}")  # `ps` tells the members apart (CONTRACT §9)
         if os.read(go_r, 1) != GO:
             os._exit(EXIT_BOOT_ERROR)  # the supervisor changed its mind
         apikey.receive(go_r)  # the key, to the pipe's end; closes it

@@ -138,9 +138,10 @@ class Request(TypedDict):
     status: str  # pending, approved or rejected
     created_at: float
     resolved_at: float | None
-    reason: str | None
+    reason: str | None  # the asker's; None when it gave none
     plan: str | None
     feedback: str | None
+    answer_reason: NotRequired[str | None]  # the answer's reason, once answered
     tool: NotRequired[str | None]
     input: NotRequired[dict[str, Any] | None]
     rule: NotRequired[str | None]

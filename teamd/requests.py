@@ -38,7 +38,8 @@ def open_request(ws: Workspace, team: str, kind: str, sender: str, recipient: st
     rid = request_id or new_id(kind)
     record: Request = {"schema": 1, "request_id": rid, "kind": kind, "sender": sender,
                     "recipient": recipient, "status": "pending", "created_at": time.time(),
-                    "resolved_at": None, "reason": reason, "plan": plan, "feedback": None}
+                    "resolved_at": None, "reason": reason or None, "plan": plan,
+                    "feedback": None}
     if kind == "permission":
         # `input` is the whole tool input; `argument` what the rule matched (for listings)
         record.update({"tool": tool, "input": tool_input, "rule": rule, "argument": argument,
@@ -66,6 +67,7 @@ def answer(ws: Workspace, team: str, request_id: str, approve: bool, *,
            expect_kind: str | None = None,
            before_write: Callable[[Json], None] | None = None) -> Json:
     """Resolve a pending request; BadInput if it is unknown, of another kind, or answered.
+    `reason` is the answer's (`answer_reason`; the asker's stays in `reason`).
 
     `before_write(record)` runs under the record's lock once the answer is accepted and
     before the record says so: a write that must be on disk first (the roster of a member
@@ -85,7 +87,7 @@ def answer(ws: Workspace, team: str, request_id: str, approve: bool, *,
         record["status"] = "approved" if approve else "rejected"
         record["resolved_at"] = time.time()
         if reason is not None:
-            record["reason"] = reason
+            record["answer_reason"] = reason  # the asker's own stays in `reason`
         if feedback is not None:
             record["feedback"] = feedback
         files.write_json(path, record)

@@ -139,10 +139,7 @@ def load(ws: Workspace, environ: Mapping[str, str] | None = None) -> Settings:
     else:
         values: dict[str, Any] = {}
         if stamp is not None:
-            try:
-                table = tomllib.loads(path.read_text())
-            except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-                raise BadInput(f"{path}: not valid TOML ({exc})") from None
+            table = _read_table(path)
             kinds = {f.name: f.type for f in fields(Settings)}
             for key, value in table.items():
                 if key not in kinds:
@@ -156,14 +153,40 @@ def load(ws: Workspace, environ: Mapping[str, str] | None = None) -> Settings:
             _cache[path] = (stamp, base)
     overrides = {}
     for f in fields(Settings):
-        if f.name in TABLES:
-            continue
-        raw = env.get(f"TEAMD_{f.name.upper()}")
-        if raw is not None and raw != "":
-            overrides[f.name] = _coerce(f.name, raw, _kind(f.name), f"TEAMD_{f.name.upper()}")
+        raw = _env_value(env, f.name)
+        if raw is not None:
+            overrides[f.name] = _coerce(f.name, raw, _kind(f.name), env_name(f.name))
     if overrides:
         return replace(base, **overrides)
     return base
+
+
+def _read_table(path: Path) -> dict[str, Any]:
+    try:
+        return tomllib.loads(path.read_text())
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise BadInput(f"{path}: not valid TOML ({exc})") from None
+
+
+def env_name(key: str) -> str:
+    """The variable that overrides a key of the flat table: TEAMD_<KEY>."""
+    return f"TEAMD_{key.upper()}"
+
+
+def _env_value(env: Mapping[str, str], key: str) -> str | None:
+    """The override of `key` in `env` (an empty variable is none; tables have none)."""
+    raw = None if key in TABLES else env.get(env_name(key))
+    return raw if raw else None
+
+
+def sources(ws: Workspace, environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Where each setting in force comes from: "env" (its TEAMD_<KEY>), "file"
+    (teamd.toml) or "default". The file is read as it is: `load` says what is wrong in it."""
+    env = os.environ if environ is None else environ
+    path = ws.settings_file
+    in_file = set(_read_table(path)) if path.is_file() else set()
+    return {f.name: "env" if _env_value(env, f.name) is not None else
+            "file" if f.name in in_file else "default" for f in fields(Settings)}
 
 
 def load_or_keep(ws: Workspace, previous: Settings) -> Settings:

@@ -166,7 +166,8 @@ def test_shutdown_of_a_member_not_live_is_answered_on_its_behalf(ws: Workspace,
     assert result["answered"] is True
     record = requests.get(ws, team, result["request"]["request_id"])
     assert record["kind"] == "shutdown" and record["status"] == "approved"
-    assert record["reason"] == "not running" and record["recipient"] == "alice"
+    assert (record["reason"], record["answer_reason"]) == ("done for today", "not running")
+    assert record["recipient"] == "alice"
     assert isinstance(record["resolved_at"], float)
     m = member(ws, "alice")
     assert m["desired"] == "stopped" and m["status"] == "shutdown"

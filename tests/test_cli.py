@@ -246,7 +246,7 @@ def test_shutdown_of_a_member_with_no_process(root: Path) -> None:
     m = roster.get(roster.load(ws, "t"), "alice")
     assert (m["desired"], m["status"]) == ("stopped", "shutdown")
     [record] = requests.list_requests(ws, "t")
-    assert (record["status"], record["reason"]) == ("approved", "not running")
+    assert (record["status"], record["answer_reason"]) == ("approved", "not running")
     assert inbox.peek(ws, "t", "alice") == []
     again = cli(root, "shutdown", "t", "alice", ok=False)
     assert isinstance(again.exception, BadInput)

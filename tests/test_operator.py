@@ -266,12 +266,15 @@ def test_logs_n_reads_only_the_tail_of_a_large_journal(ws: Workspace, team: str)
     # a full read streams too: its peak memory does not grow with the journal (a whole-file
     # read of these 40 MB takes several hundred MB). Measured from a small parent: a child
     # spawned straight from pytest inherits pytest's own peak in its ru_maxrss.
-    done = subprocess.run([sys.executable, "-c", PEAK_RSS, str(TEAMCTL), "--root",
-                           str(ws.root), "logs", TEAM], capture_output=True, text=True,
-                          env=clean_env(), timeout=T * 3)
-    code, peak_kib = map(int, done.stdout.split())
-    assert code == 0, done.stderr
-    assert peak_kib * 1024 < 100 * 2**20, peak_kib
+    # Every team's journals interleaved (issue 19) stream the same way.
+    actions.create_team(ws, "other")
+    for which in ([TEAM], []):
+        done = subprocess.run([sys.executable, "-c", PEAK_RSS, str(TEAMCTL), "--root",
+                               str(ws.root), "logs", *which], capture_output=True, text=True,
+                              env=clean_env(), timeout=T * 6)
+        code, peak_kib = map(int, done.stdout.split())
+        assert code == 0, done.stderr
+        assert peak_kib * 1024 < 100 * 2**20, (which, peak_kib)
 
 
 #: runs argv[1:] as a child with stdout to /dev/null; prints its exit code and peak RSS (KiB)
@@ -406,7 +409,7 @@ def test_a_removed_member_spawned_again_starts_afresh(ws: Workspace, team: str) 
             done = run(ws, "remove", TEAM, "dave", "--timeout", str(T))
             assert done.returncode == 0, done.stderr
             old = requests.get(ws, TEAM, old["request_id"])
-            assert (old["status"], old["reason"]) == ("rejected", "removed")
+            assert (old["status"], old["answer_reason"]) == ("rejected", "removed")
             # the old history and inbox are set aside, for a person to read
             assert not ws.session(TEAM, "dave").exists()
             assert not ws.inbox(TEAM, "dave").exists()

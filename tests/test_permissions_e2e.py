@@ -329,7 +329,7 @@ def test_a_shutdown_ends_the_wait_and_is_answered_at_once(
                           "the shutdown answer within a second", timeout=1.0)
         assert (answer["request_id"], answer["approve"]) == (shutdown["request_id"], True)
         record = requests.get(ws, TEAM, rid)
-        assert (record["status"], record["reason"], record["ran"]) == \
+        assert (record["status"], record["answer_reason"], record["ran"]) == \
             ("rejected", "shutting down", False)
         wait_status(ws, "alice", "shutdown")
         assert live_pid(ws, TEAM, "alice") is None and pid is not None
@@ -354,7 +354,7 @@ def test_permission_timeout_rejects_an_unanswered_request(
         result = result_with(server, "permission refused")
         assert result["content"] == "permission refused: timeout"
         record = requests.get(ws, TEAM, rid)
-        assert (record["status"], record["reason"]) == ("rejected", "timeout")
+        assert (record["status"], record["answer_reason"]) == ("rejected", "timeout")
         assert record["resolved_at"] - record["created_at"] >= 1
         wait_status(ws, "alice", "idle")
     assert not (workdir / "pushed.txt").exists()

@@ -65,7 +65,8 @@ def test_answer_refuses_unknown_and_wrong_kind(ws: Workspace, team: str) -> None
         requests.answer(ws, team, rid, True, expect_kind="plan_approval")
     assert requests.get(ws, team, rid)["status"] == "pending"
     rec = requests.answer(ws, team, rid, True, reason="bye", expect_kind="shutdown")
-    assert rec["status"] == "approved" and rec["reason"] == "bye"
+    assert rec["status"] == "approved" and rec["answer_reason"] == "bye"
+    assert rec["reason"] is None  # the asker gave none; the answer does not take its place
 
 
 def test_list_and_plan_gate(ws: Workspace, team: str) -> None:

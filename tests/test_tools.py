@@ -457,7 +457,7 @@ def test_rejected_shutdown_does_not_set_the_hook(ws: Workspace, team: str,
                                         "approve": False})
     ok(refused)
     assert not refused.ends_process
-    assert requests.get(ws, TEAM, rid)["reason"] == "mid-migration"
+    assert requests.get(ws, TEAM, rid)["answer_reason"] == "mid-migration"
 
 
 # -- task board --------------------------------------------------------------------------

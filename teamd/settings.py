@@ -31,7 +31,10 @@ HOOKS = ("pre_tool_use", "task_created", "task_completed", "teammate_idle")
 #: keys that are tables, not flat settings (no TEAMD_ variable, not in `as_toml_table`)
 TABLES = ("permissions", "hooks", "prices")
 #: settings that take one of a few words
-CHOICES: dict[str, tuple[str, ...]] = {"lead_wake_on_idle": ("quiet", "each")}
+#: `effort` (output_config.effort, CONTRACT §6); empty: the model's own default
+EFFORTS = ("low", "medium", "high", "max")
+CHOICES: dict[str, tuple[str, ...]] = {"lead_wake_on_idle": ("quiet", "each"),
+                                       "effort": ("", *EFFORTS)}
 
 
 def _no_permissions() -> Permissions:
@@ -43,7 +46,7 @@ def _no_permissions() -> Permissions:
 @dataclass(frozen=True)
 class Settings:
     model: str = "claude-sonnet-5-5"
-    max_tokens: int = 8000
+    max_tokens: int = 32000  # capped at the model's output limit (teamd.model_limits)
     idle_timeout: float = 60
     compact_threshold: int = 150000
     bash_timeout: float = 120
@@ -63,6 +66,7 @@ class Settings:
     permission_timeout: float = 0
     hook_timeout: float = 300
     api_timeout: float = 600
+    effort: str = ""
     permissions: Permissions = field(default_factory=_no_permissions)
     #: hook name → shell command, only the hooks that are set
     hooks: Mapping[str, str] = field(default_factory=dict)
@@ -80,12 +84,13 @@ _cache: dict[Path, tuple[tuple[int, int, int] | None, Settings]] = {}
 def _coerce(key: str, value: Any, kind: type, source: str) -> Any:
     try:
         if kind is str:
-            if not isinstance(value, str) or not value:
+            if not isinstance(value, str) or not (value or "" in CHOICES.get(key, ())):
                 raise ValueError
             if key in CHOICES and value not in CHOICES[key]:
                 close = difflib.get_close_matches(value, CHOICES[key], n=1)
                 hint = f" (did you mean {close[0]!r}?)" if close else ""
-                raise BadInput(f"{source}: {key} must be one of {', '.join(CHOICES[key])}, "
+                words = ", ".join(c or '""' for c in CHOICES[key])
+                raise BadInput(f"{source}: {key} must be one of {words}, "
                                f"got {value!r}{hint}")
             return value
         if isinstance(value, bool):

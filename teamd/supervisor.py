@@ -25,6 +25,7 @@ from teamd import assign as assign_mod
 from teamd import settings as settings_mod
 from teamd import wake as wake_mod
 from teamd.deprecations import lookup as model_deprecation
+from teamd.model_limits import cap_warning
 from teamd.errors import BadInput, TeamdError
 from teamd.files import Json
 from teamd.layout import LEAD, NAME_RE, SUPERVISOR, USER, Workspace
@@ -381,14 +382,13 @@ class Supervisor:
         return poked == len(names)
 
     def journal_deprecated_models(self, team: str, members: list[Json]) -> None:
-        """`model_deprecated` once per model per start into each team that uses it."""
-        for m in members:
-            used = m.get("model") or self.conf.model
-            if (team, used) in self.models_checked:
-                continue
+        """Per model, once per start in each team using it: `max_tokens` capped, deprecated."""
+        for used in {m.get("model") or self.conf.model for m in members} - {
+                used for t, used in self.models_checked if t == team}:
             self.models_checked.add((team, used))
-            found = model_deprecation(used)
-            if found is not None:
+            if (capped := cap_warning(used, self.conf.max_tokens)) is not None:
+                log.warning("team %s: %s", team, capped)
+            if (found := model_deprecation(used)) is not None:
                 log.warning("team %s: %s", team, found.warning())
                 events.emit(self.ws, team, "model_deprecated", model=used,
                             retires=found.retires)

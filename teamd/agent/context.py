@@ -98,6 +98,20 @@ def micro_compact(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
+#: readable thinking, asked for on every call, the summary call included (CONTRACT §6)
+THINKING: Json = {"type": "adaptive", "display": "summarized"}
+
+
+def model_options(effort: str) -> dict[str, Any]:
+    """What every call asks besides the conversation: readable thinking, and the member's
+    `effort` when set. Never `temperature`, `top_p`, `top_k` or a forced `tool_choice`:
+    today's models refuse them."""
+    options: dict[str, Any] = {"thinking": THINKING}
+    if effort:
+        options["output_config"] = {"effort": effort}
+    return options
+
+
 def with_cache_breakpoints(system: str, tools: list[Json], messages: list[dict[str, Any]]
                            ) -> tuple[list[Json], list[Json], list[dict[str, Any]]]:
     """System, tools and messages with cache_control on the stable prefix and the tail."""
@@ -109,7 +123,10 @@ def with_cache_breakpoints(system: str, tools: list[Json], messages: list[dict[s
     # whole request again anyway; a deep copy here cost a millisecond per call on a long
     # conversation, on the path from a new message to the model).
     messages = list(messages)
-    if messages and messages[-1]["content"] and isinstance(messages[-1]["content"][-1], dict):
+    # the tail of the user's turn; a paused reply sent back as the last message (its
+    # thinking may not carry cache_control) goes as it is
+    if messages and messages[-1]["role"] == "user" and messages[-1]["content"] and \
+            isinstance(messages[-1]["content"][-1], dict):
         last = messages[-1]
         tail = {**last["content"][-1], "cache_control": {"type": "ephemeral"}}
         messages[-1] = {**last, "content": [*last["content"][:-1], tail]}

@@ -8,29 +8,20 @@ progress begins after the last user turn that carries no tool result."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from typing import Any
 
+from teamd.model_limits import version
 from teamd.scripted.thinking import THINKING_TYPES, Ledger, verify
 
 SAMPLING = ("temperature", "top_p", "top_k")
 FORCED_CHOICES = frozenset({"any", "tool"})
-_VERSION = re.compile(r"claude-[a-z]+-(?P<major>\d+)(?:-(?P<minor>\d))?(?:-\d{8})?")
-
-
-def version(model: Any) -> tuple[int, int] | None:
-    """(major, minor) of a model name such as `claude-sonnet-5-5`, else None."""
-    found = _VERSION.fullmatch(str(model))
-    if found is None:
-        return None
-    return int(found["major"]), int(found["minor"] or 0)
 
 
 def refusal(body: Mapping[str, Any], ledger: Ledger) -> str | None:
     """Why the API would refuse this request (one line, as its error message), or None."""
     model = body.get("model")
-    release = version(model) or (0, 0)
+    release = version(str(model)) or (0, 0)
     if release >= (5, 0):
         for key in SAMPLING:
             if key in body:

@@ -25,10 +25,10 @@ from teamd import assign as assign_mod
 from teamd import settings as settings_mod
 from teamd import wake as wake_mod
 from teamd.deprecations import lookup as model_deprecation
-from teamd.model_limits import cap_warning
 from teamd.errors import BadInput, TeamdError
 from teamd.files import Json
 from teamd.layout import LEAD, NAME_RE, SUPERVISOR, USER, Workspace
+from teamd.model_limits import cap_warning
 from teamd.notify import Notifier, format_status
 from teamd.policy import Verb
 from teamd.proc import become_subreaper, decode_wait_status, describe_exit, drain_fd

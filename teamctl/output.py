@@ -173,6 +173,9 @@ def describe_event(rec: dict[str, Any]) -> str:
             return f"tool {rec.get('tool')} {shown} ok ({rec.get('ms', 0)} ms)".rstrip()
         return (f"tool {rec.get('tool')} {shown} FAILED: "
                 f"{short(str(rec.get('error') or 'no reason recorded'), 120)}")
+    thought = rec.get("thinking") if ev == "model_call" else None
     fields = " ".join(f"{k}={short(json.dumps(v, ensure_ascii=False), 40)}"
-                      for k, v in rec.items() if k not in skip)
+                      for k, v in rec.items() if k not in skip and k != "thinking")
+    if thought:  # what the model thought, dimmed, apart from the call's figures
+        fields += " " + paint(f"(thinking) {short(str(thought), 200)}", "dim")
     return f"{ev} {fields}".rstrip()

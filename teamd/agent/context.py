@@ -112,6 +112,14 @@ def model_options(effort: str) -> dict[str, Any]:
     return options
 
 
+def thinking_text(content: list[Json], width: int = 1000) -> str | None:
+    """A reply's readable thinking, joined and cut to `width` characters (what the journal's
+    `model_call` carries for `teamctl logs -v`), or None when it shows none."""
+    text = "\n".join(str(b.get("thinking") or "") for b in content
+                     if b.get("type") == "thinking").strip()
+    return None if not text else text if len(text) <= width else text[:width - 1] + "…"
+
+
 def with_cache_breakpoints(system: str, tools: list[Json], messages: list[dict[str, Any]]
                            ) -> tuple[list[Json], list[Json], list[dict[str, Any]]]:
     """System, tools and messages with cache_control on the stable prefix and the tail."""

@@ -769,7 +769,8 @@ class Member:
             cost = prices.cost(reply.usage, price)
             events.emit(self.ws, self.team, "model_call", member=self.name,
                         model=self.model_name, ms=round(reply.ms, 1), error=None,
-                        cost_usd=cost, stop_reason=reply.stop_reason, **reply.usage)
+                        cost_usd=cost, stop_reason=reply.stop_reason, **reply.usage,
+                        thinking=context.thinking_text(reply.content))
             self.add_usage(reply.usage, clear_error=True, cost=cost)
             self.api_failures = 0
             self.api_told.clear()

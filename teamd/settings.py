@@ -110,6 +110,12 @@ def _coerce(key: str, value: Any, kind: type, source: str) -> Any:
     return number
 
 
+def check(key: str, value: Any, source: str) -> Any:
+    """`value` for setting `key` as `_coerce` reads it (BadInput naming `source` if bad):
+    a per-member value such as `spawn --effort` obeys its setting's rule."""
+    return _coerce(key, value, _kind(key), source)
+
+
 # a call bounded by 0 s could never be answered
 _POSITIVE = frozenset({"api_timeout"})
 

@@ -152,3 +152,18 @@ def test_thinking_survives_a_tool_loop_a_kill_a_compaction_and_a_resume(
     assert "\x1b[2m" not in said.split("alice")[1]  # what alice says is not dimmed
     plain = in_a_terminal(ws, ("NO_COLOR", "1"))
     assert "\x1b" not in plain and "(thinking) THINK-2 then wait" in plain
+
+
+def test_effort_is_sent_when_set_for_the_member_or_by_the_setting(
+        ws: Workspace, server: ScriptedServer, workdir: Path) -> None:
+    actions.create_team(ws, TEAM)
+    actions.spawn(ws, TEAM, "alice", "Wait for work.", cwd=str(workdir), effort="low")
+    actions.spawn(ws, TEAM, "bob", "Wait for work.", cwd=str(workdir))
+    assert harness.member(ws, TEAM, "alice")["effort"] == "low"
+    with running_teamd(ws, server.url, effort="max"):
+        wait_status(ws, "alice", "idle")
+        wait_status(ws, "bob", "idle")
+    sent = {r["agent"]: r["body"] for r in server.requests}
+    assert sent["alice"]["output_config"] == {"effort": "low"}
+    assert sent["bob"]["output_config"] == {"effort": "max"}
+    assert sent["alice"]["max_tokens"] == 32000  # the default, under the 5.5 models' limit

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
 from functools import partial
 from pathlib import Path
 
@@ -20,13 +19,13 @@ from teamd.scripted import ScriptedServer
 from tests import harness
 from tests.harness import (
     TEAM,
-    Reader,
+    attached,
     live_pid,
     running_teamd,
     tool_use,
     wait_until,
 )
-from tests.helpers_proc import TEAMCTL, clean_env, teamctl
+from tests.helpers_proc import clean_env, teamctl
 
 T = 30.0
 wait_status = partial(harness.wait_status, timeout=T)
@@ -56,10 +55,8 @@ def test_attach_follows_a_member_through_a_kill_and_a_compaction(
     actions.create_team(ws, TEAM)
     actions.spawn(ws, TEAM, "alice", "Wait for work from the lead.", cwd=str(workdir))
     with running_teamd(ws, server.url, compact_threshold=50000, backoff_initial=0.1):
-        attach = subprocess.Popen([str(TEAMCTL), "--root", str(ws.root), "attach", TEAM,
-                                   "alice"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                  env=clean_env())
-        out = Reader(attach)
+        out = attached(ws, "alice")
+        attach = out.proc
         out.wait_for("» Wait for work from the lead.")  # the first prompt
         wait_status(ws, "alice", "idle")
         actions.send(ws, TEAM, "alice", "LOOK-a1 what is there?")

@@ -23,7 +23,7 @@ from teamd.agent.session import INTERRUPTED
 from teamd.layout import Workspace
 from teamd.scripted import ScriptedServer
 from tests import harness
-from tests.harness import TEAM, Reader, live_pid, procs_with, running_teamd, tool_use, wait_until
+from tests.harness import TEAM, attached, live_pid, procs_with, running_teamd, tool_use, wait_until
 from tests.helpers_proc import TEAMCTL, clean_env
 
 T = 30.0
@@ -87,10 +87,7 @@ def test_thinking_survives_a_tool_loop_a_kill_a_compaction_and_a_resume(
     actions.create_team(ws, TEAM)
     actions.spawn(ws, TEAM, "alice", "Wait for work from the lead.", cwd=str(workdir))
     with running_teamd(ws, server.url, compact_threshold=50000, backoff_initial=0.1):
-        attach = subprocess.Popen([str(TEAMCTL), "--root", str(ws.root), "attach", TEAM,
-                                   "alice"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                  env=clean_env())
-        out = Reader(attach)
+        out = attached(ws, "alice")
         wait_status(ws, "alice", "idle")
         actions.send(ws, TEAM, "alice", "LOOP-t1 look around")
         # kill -9 in the middle of the tool loop, while its second call runs
@@ -105,7 +102,7 @@ def test_thinking_survives_a_tool_loop_a_kill_a_compaction_and_a_resume(
         for thought in ("THINK-1 list first", "THINK-2 then wait", "THINK-3 again, quicker",
                         "THINK-4 all done"):
             out.wait_for(f"(thinking) {thought}")
-        attach.kill()
+        out.proc.kill()
 
     requests = [r for r in server.requests if r["agent"] == "alice"]
     # the server, which refuses dropped or altered thinking, accepted every request
@@ -160,10 +157,14 @@ def test_effort_is_sent_when_set_for_the_member_or_by_the_setting(
     actions.spawn(ws, TEAM, "alice", "Wait for work.", cwd=str(workdir), effort="low")
     actions.spawn(ws, TEAM, "bob", "Wait for work.", cwd=str(workdir))
     assert harness.member(ws, TEAM, "alice")["effort"] == "low"
-    with running_teamd(ws, server.url, effort="max"):
+    with running_teamd(ws, server.url, effort="max", max_tokens=200_000) as daemon:
         wait_status(ws, "alice", "idle")
         wait_status(ws, "bob", "idle")
+        warned = [line for line in daemon.output().splitlines()
+                  if "max_tokens 200000 is above the output limit" in line]
     sent = {r["agent"]: r["body"] for r in server.requests}
     assert sent["alice"]["output_config"] == {"effort": "low"}
     assert sent["bob"]["output_config"] == {"effort": "max"}
-    assert sent["alice"]["max_tokens"] == 32000  # the default, under the 5.5 models' limit
+    # capped at the 5.x models' output limit, said in one line when teamd started
+    assert sent["alice"]["max_tokens"] == sent["bob"]["max_tokens"] == 128_000
+    assert len(warned) == 1, warned

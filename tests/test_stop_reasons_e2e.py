@@ -128,13 +128,15 @@ def test_a_fourth_cut_in_a_row_ends_the_turn_and_tells_the_lead(
 def test_pause_turn_sends_the_paused_reply_back_as_the_last_message(
         ws: Workspace, server: ScriptedServer, workdir: Path) -> None:
     server.add_rule({"name": "paused", "agent": "alice", "contains": "SEARCH-p1", "times": 1,
-                     "reply": {"stop_reason": "pause_turn", "thinking": "Searching first.",
-                               "content": "Searching the web…"}})
+                     "delay": 1, "reply": {"stop_reason": "pause_turn", "content": "Searching…",
+                                           "thinking": "Searching first."}})
     server.add_rule({"name": "on", "agent": "alice", "contains": "SEARCH-p1",
                      "reply": {"content": "Found it: 42."}})
     server.add_rule({"agent": "alice", "contains": "NEXT-p1", "reply": {"content": "Next."}})
     with running_teamd(ws, server.url):
         start(ws, server, workdir, "SEARCH-p1 look it up")
+        server.wait_for(lambda r: r["rule"] == "paused", T)
+        actions.send(ws, TEAM, "alice", "MEANWHILE-p1 sent while it searched")
         server.wait_for(lambda r: r["rule"] == "on", T)
         wait_status(ws, "alice", "idle")
         actions.send(ws, TEAM, "alice", "NEXT-p1 and then?")
@@ -144,8 +146,11 @@ def test_pause_turn_sends_the_paused_reply_back_as_the_last_message(
     # the paused reply, unchanged, is the last message of the next call
     assert going_on["body"]["messages"][-1] == {"role": "assistant", "content": paused["reply"]}
     assert bare(going_on["body"]["messages"][:-1]) == bare(paused["body"]["messages"])
-    # the reply that went on joined the same assistant turn
-    joined = later["body"]["messages"][-2]
+    # the reply that went on joined the same assistant turn; a message that came meanwhile
+    # waited for the turn after it
+    assert "MEANWHILE-p1" not in str(going_on["body"])
+    assert server.wait_for(harness.asked("MEANWHILE-p1", "alice"), 1)["n"] > going_on["n"]
+    joined = later["body"]["messages"][len(paused["body"]["messages"])]
     assert joined == {"role": "assistant", "content": [*paused["reply"], *going_on["reply"]]}
     accepted(server)
 

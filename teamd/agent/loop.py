@@ -183,7 +183,8 @@ class Member:
         if self.last_context > model_limits.compact_threshold(self.model_name,
                                                               self.conf.compact_threshold):
             compaction.compact(self)
-        self.note_shutdown_asks(self.take_inbox())
+        if not self.session.paused():  # a paused reply goes back as the last message
+            self.note_shutdown_asks(self.take_inbox())
         reply = self.ask_model(context.micro_compact(self.session.messages(self.identity)))
         if reply is None:  # an answer retrying cannot mend (see api_refused)
             self.leave_if_asked("the model API is unavailable")

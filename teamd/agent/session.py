@@ -160,6 +160,11 @@ class Session:
             return all(r["type"] == "tool_result" for r in after)
         return not after and reply.get("stop_reason") not in GOES_ON
 
+    def paused(self) -> bool:
+        """The API paused the model's last reply (`pause_turn`): it goes on from there."""
+        last = next((r for r in reversed(self.records) if not r.get("hidden")), None)
+        return last is not None and last.get("stop_reason") == "pause_turn"
+
     def cuts_in_a_row(self) -> int:
         """Replies cut off by max_tokens in a row at the end of the conversation (a turn
         the harness ended, or a compaction, starts the count again)."""

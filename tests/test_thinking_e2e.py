@@ -24,7 +24,7 @@ from teamd.layout import Workspace
 from teamd.scripted import ScriptedServer
 from tests import harness
 from tests.harness import TEAM, attached, live_pid, procs_with, running_teamd, tool_use, wait_until
-from tests.helpers_proc import TEAMCTL, clean_env
+from tests.helpers_proc import TEAMCTL, clean_env, teamctl
 
 T = 30.0
 wait_status = partial(harness.wait_status, timeout=T)
@@ -149,6 +149,10 @@ def test_thinking_survives_a_tool_loop_a_kill_a_compaction_and_a_resume(
     assert "\x1b[2m" not in said.split("alice")[1]  # what alice says is not dimmed
     plain = in_a_terminal(ws, ("NO_COLOR", "1"))
     assert "\x1b" not in plain and "(thinking) THINK-2 then wait" in plain
+    # logs -v: each model call with what the model thought
+    logged = teamctl(ws.root, "logs", TEAM, "alice", "-v", env=clean_env())
+    assert logged.returncode == 0 and b"(thinking) THINK-4 all done" in logged.stdout
+    assert b"(thinking)" not in teamctl(ws.root, "logs", TEAM, "alice", env=clean_env()).stdout
 
 
 def test_effort_is_sent_when_set_for_the_member_or_by_the_setting(

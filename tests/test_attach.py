@@ -139,3 +139,16 @@ def test_transcript_shows_the_saved_history_when_the_session_starts_compacted(
     assert done.returncode == 0 and "EARLY-REPLY-b1" in done.stdout.decode()
     assert json.loads(json.dumps(records[0]))["type"] == "turn"
     assert teamctl(ws.root, "transcript", TEAM, "nobody").returncode == 2
+
+
+def test_thinking_reads_apart_from_what_the_member_says() -> None:
+    """A thinking block shows as `(thinking) …`, one that was not shown (display omitted)
+    or was redacted says so; what the member says stays its own line."""
+    record = {"type": "assistant", "ts": 1.0, "content": [
+        {"type": "thinking", "thinking": "First the tests,\nthen the fix.", "signature": "s"},
+        {"type": "thinking", "thinking": "", "signature": "t"},
+        {"type": "redacted_thinking", "data": "opaque"},
+        {"type": "text", "text": "Fixing it."}]}
+    lines = [line[9:] for line in Renderer("bob", None).record(record)]
+    assert lines == ["(thinking) First the tests,", "           then the fix.",
+                     "(thinking) (not shown)", "(thinking) (redacted)", "bob: Fixing it."]

@@ -759,7 +759,7 @@ class Member:
             if failure is not None:
                 events.emit(self.ws, self.team, "model_call", member=self.name,
                             model=self.model_name, error=str(failure), ms=None, input_tokens=0,
-                            output_tokens=0, cache_read_input_tokens=0,
+                            output_tokens=0, cache_read_input_tokens=0, stop_reason=None,
                             cache_creation_input_tokens=0, cost_usd=prices.cost({}, price))
                 if not failure.retryable:
                     self.api_refused(str(failure))

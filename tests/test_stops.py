@@ -64,3 +64,14 @@ def test_model_sizes_and_caps() -> None:
     warning = model_limits.cap_warning("claude-haiku-4-5", 100_000)
     assert warning is not None and "64000" in warning
     assert model_limits.cap_warning("claude-sonnet-5-5", 32000) is None
+
+
+def test_readable_thinking_asked_of_every_model_that_takes_it() -> None:
+    from teamd.agent import context
+
+    for model in ("claude-sonnet-5-5", "claude-opus-4-6", "claude-fable-5-1", "a-proxy-model"):
+        assert context.model_options(model, "")["thinking"] == {"type": "adaptive",
+                                                                 "display": "summarized"}
+    assert "thinking" not in context.model_options("claude-sonnet-4-5-20250929", "")
+    assert context.model_options("claude-opus-5-5", "max")["output_config"] == {"effort": "max"}
+    assert "output_config" not in context.model_options("claude-opus-5-5", "")

@@ -12,6 +12,7 @@ from typing import Any
 
 from teamd import prices
 from teamd.files import Json
+from teamd.model_limits import adaptive_thinking
 
 KEEP_TOOL_RESULTS = 3  # the most recent tool-result turns are shown in full
 TRIM_OVER = 400  # older results longer than this many characters are cut down
@@ -102,11 +103,11 @@ def micro_compact(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
 THINKING: Json = {"type": "adaptive", "display": "summarized"}
 
 
-def model_options(effort: str) -> dict[str, Any]:
-    """What every call asks besides the conversation: readable thinking, and the member's
-    `effort` when set. Never `temperature`, `top_p`, `top_k` or a forced `tool_choice`:
-    today's models refuse them."""
-    options: dict[str, Any] = {"thinking": THINKING}
+def model_options(model: str, effort: str) -> dict[str, Any]:
+    """What every call asks besides the conversation: readable thinking (from the models
+    that take adaptive thinking: 4.6 on), and the member's `effort` when set. Never
+    `temperature`, `top_p`, `top_k` or a forced `tool_choice`: today's models refuse them."""
+    options: dict[str, Any] = {"thinking": THINKING} if adaptive_thinking(model) else {}
     if effort:
         options["output_config"] = {"effort": effort}
     return options

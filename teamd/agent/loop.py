@@ -749,7 +749,8 @@ class Member:
                                    max_tokens=model_limits.max_tokens(
                                        self.model_name, self.conf.max_tokens),
                                    system=system, tools=tools, messages=messages, **extra,
-                                   **context.model_options(self.effort or self.conf.effort))
+                                   **context.model_options(self.model_name,
+                                                           self.effort or self.conf.effort))
             except model.ModelUnavailable as exc:
                 failure = exc
             finally:

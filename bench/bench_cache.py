@@ -59,8 +59,10 @@ def strip(value: Any) -> Any:
 
 def replay(bodies: list[dict[str, Any]]) -> list[dict[str, int]]:
     usages = []
+    # a timeout of its own, as teamd's client has: with the SDK's default it refuses a
+    # non-streamed call whose max_tokens (32000, teamd's default) could run past 10 minutes
     with ScriptedServer(SCENARIO) as server, anthropic.Anthropic(
-            base_url=server.url, api_key="bench-key", max_retries=0) as client:
+            base_url=server.url, api_key="bench-key", max_retries=0, timeout=60) as client:
         for body in bodies:
             usage = client.messages.create(**strip(body)).usage
             usages.append(prices.usage_of(usage))

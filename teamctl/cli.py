@@ -156,8 +156,8 @@ def spawn(
     base: Annotated[str | None, typer.Option(
         metavar="REF", help="Where its branch starts (default: the repository's HEAD).")
                     ] = None,
-    budget_usd: BudgetOpt = None,
-    as_json: JsonOpt = False,
+    budget_usd: BudgetOpt = None, as_json: JsonOpt = False,
+    effort: Annotated[str, typer.Option(help="Thinking effort: low, medium, high, max.")] = "",
 ) -> None:
     """Add a member with desired=running; the supervisor forks its process.
 
@@ -167,7 +167,7 @@ def spawn(
     """
     member = actions.spawn(ws(), team, name, prompt, role=role, model=model,
                            plan_mode=plan_mode, cwd=cwd, lead=lead, worktree=worktree,
-                           base=base, budget_usd=budget_usd)
+                           base=base, budget_usd=budget_usd, effort=effort)
     from teamctl import advice, models
 
     if as_json:

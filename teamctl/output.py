@@ -199,6 +199,9 @@ def describe_event(rec: dict[str, Any], full: bool = False) -> str:
                     f"{cut(str(rec.get('error') or 'no reason recorded'), 120)}")
     else:
         fields = " ".join(f"{k}={cut(json.dumps(v, ensure_ascii=False), 40)}"
-                          for k, v in rec.items() if k not in skip)
+                          for k, v in rec.items() if k not in skip and k != "thinking")
         line = f"{ev} {fields}".rstrip()
+        thought = rec.get("thinking") if ev == "model_call" else None
+        if thought:  # what the model thought, dimmed, apart from the call's figures
+            return safe(line) + " " + paint(safe(f"(thinking) {cut(str(thought), 200)}"), "dim")
     return safe(line)

@@ -2,11 +2,11 @@
 
 This module owns reading a member's session file (`.teams/{team}/sessions/{name}.jsonl`, the
 record types of `teamd.agent.session`) for people, following it live, and rendering each
-record: the model's text, each tool call and its (shortened) result, messages in and out,
-compactions; every text it did not write made `output.safe`. The session file is only
-ever appended to (a compaction is one more record), so
-reading it from the top covers restarts and compactions; if it ever starts with a
-compaction, the full history that compaction saved in `transcripts/` is shown first.
+record: the model's text, its thinking (dimmed, apart from what it says), each tool call
+and its (shortened) result, messages in and out, compactions; every text it did not write
+made `output.safe`. The session file is only ever appended to (a compaction is one more
+record), so reading it from the top covers restarts and compactions; if it ever starts with
+a compaction, the full history that compaction saved in `transcripts/` is shown first.
 """
 
 from __future__ import annotations
@@ -29,6 +29,8 @@ log = logging.getLogger(__name__)
 RESULT_LINES = 3  # lines of a tool result shown
 RESULT_WIDTH = 160  # characters per line of a tool result shown
 INPUT_WIDTH = 120  # characters of a tool's main input shown
+THINKING_WIDTH = 800  # characters of a thinking block shown
+THOUGHT = "(thinking) "  # what marks the model's thinking apart from what it says
 BLANK_TIME = " " * 8  # where a record carries no time (the turns of a saved transcript)
 
 #: the tool input worth showing, per tool (the rest is in the session file)
@@ -96,10 +98,19 @@ class Renderer:
         if kind == "tool_use":
             return [self._line(ts, self._tool_call(output.safe(str(block.get("name"))),
                                                    block.get("input") or {}))]
-        if kind == "thinking":
-            return self._block(ts, self.paint("(thinking) ", "dim"),
-                               self.paint(_cut(str(block.get("thinking", "")), 400), "dim"))
+        if kind == "thinking":  # dimmed, apart from what it says; empty when not shown
+            text = str(block.get("thinking", "")).strip() or "(not shown)"
+            return self._thought(ts, _cut(text, THINKING_WIDTH))
+        if kind == "redacted_thinking":
+            return self._thought(ts, "(redacted)")
         return []
+
+    def _thought(self, ts: Any, text: str) -> list[str]:
+        """Thinking, each line dimmed on its own (a line read alone still reads so)."""
+        head, *rest = text.splitlines() or [""]
+        pad = " " * (9 + len(THOUGHT))
+        return [self._line(ts, self.paint(THOUGHT + head, "dim")),
+                *(self.paint(pad + line, "dim") for line in rest)]
 
     def _tool_call(self, tool: str, args: Json) -> str:
         if tool == "SendMessage":

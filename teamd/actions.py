@@ -25,6 +25,7 @@ from teamd import (
     pidfile,
     requests,
     roster,
+    settings,
     worktrees,
 )
 from teamd.errors import BadInput, TeamdError
@@ -86,14 +87,13 @@ def _already_in(team: str, name: str, existing: Mapping[str, Any]) -> BadInput:
 def spawn(ws: Workspace, team: str, name: str, prompt: str, *, role: str = "",
           model: str | None = None, plan_mode: bool = False, cwd: str | None = None,
           lead: bool = False, worktree: bool | None = None, base: str | None = None,
-          budget_usd: float | None = None) -> Member:
-    """Add a member with `desired=running`; the supervisor forks it.
-
-    With a worktree (`worktree`, default: the team's `worktrees` for a teammate) its git
-    worktree and branch are made first, and the member works in it (CONTRACT §13); if
-    the member cannot then be added, they are taken back. `budget_usd` caps the member's
-    own spend (§12)."""
+          budget_usd: float | None = None, effort: str = "") -> Member:
+    """Add a member with `desired=running`; the supervisor forks it. With a worktree
+    (`worktree`, default: the team's `worktrees` for a teammate) it works in its own git
+    worktree, made first and taken back if it cannot be added (§13). `budget_usd` caps its
+    spend (§12); `effort` is its `output_config.effort` ("": the setting's, §6)."""
     validate_member_name(name)
+    effort = settings.check("effort", effort, "--effort")
     budget_usd = None if budget_usd is None else budget.parse_usd(budget_usd, "--budget")
     if lead and name != LEAD:
         raise BadInput("--lead requires the member name 'lead'")
@@ -134,7 +134,7 @@ def spawn(ws: Workspace, team: str, name: str, prompt: str, *, role: str = "",
                                    role=role, prompt=prompt, model=model,
                                    plan_mode_required=plan_mode, cwd=str(workdir.resolve()),
                                    budget_usd=budget_usd)
-        member["worktree"] = cast(Worktree | None, record)
+        member["worktree"], member["effort"] = cast(Worktree | None, record), effort
         config["members"].append(member)
         return member
 

@@ -74,6 +74,7 @@ class MemberSpec(TypedDict):
     restart_requested_at: NotRequired[float | None]
     budget_usd: NotRequired[float | None]
     worktree: NotRequired[Worktree | None]
+    effort: NotRequired[str]  # output_config.effort; "": the setting's (CONTRACT §6)
 
 
 class Member(MemberSpec, MemberStatus):

@@ -32,8 +32,11 @@ HOOKS = ("pre_tool_use", "task_created", "task_completed", "teammate_idle", "per
 #: keys that are tables, not flat settings (no TEAMD_ variable, not in `as_toml_table`)
 TABLES = ("permissions", "hooks", "prices")
 #: settings that take one of a few words
+#: `effort` (output_config.effort, CONTRACT §6); empty: the model's own default
+EFFORTS = ("low", "medium", "high", "max")
 CHOICES: dict[str, tuple[str, ...]] = {"lead_wake_on_idle": ("quiet", "each"),
-                                       "cache_ttl": ("auto", "5m", "1h")}
+                                       "cache_ttl": ("auto", "5m", "1h"),
+                                       "effort": ("", *EFFORTS)}
 
 
 def _no_permissions() -> Permissions:
@@ -45,7 +48,7 @@ def _no_permissions() -> Permissions:
 @dataclass(frozen=True)
 class Settings:
     model: str = "claude-sonnet-5-5"
-    max_tokens: int = 8000
+    max_tokens: int = 32000  # capped at the model's output limit (teamd.model_limits)
     idle_timeout: float = 60
     compact_threshold: int = 150000
     bash_timeout: float = 120
@@ -70,6 +73,8 @@ class Settings:
     #: a file holding the API key instead of ANTHROPIC_API_KEY: an absolute path (0600) or
     #: a systemd credential's name; "" = none (CONTRACT §8, `teamd.apikey`)
     api_key_file: str = ""
+    #: output_config.effort for members that set none; "" = the model's default (§6, §10)
+    effort: str = ""
     permissions: Permissions = field(default_factory=_no_permissions)
     #: hook name → shell command, only the hooks that are set
     hooks: Mapping[str, str] = field(default_factory=dict)
@@ -92,7 +97,8 @@ def _coerce(key: str, value: Any, kind: type, source: str) -> Any:
             if key in CHOICES and value not in CHOICES[key]:
                 close = difflib.get_close_matches(value, CHOICES[key], n=1)
                 hint = f" (did you mean {close[0]!r}?)" if close else ""
-                raise BadInput(f"{source}: {key} must be one of {', '.join(CHOICES[key])}, "
+                words = ", ".join(c or '""' for c in CHOICES[key])
+                raise BadInput(f"{source}: {key} must be one of {words}, "
                                f"got {value!r}{hint}")
             return value
         if isinstance(value, bool):
@@ -112,10 +118,16 @@ def _coerce(key: str, value: Any, kind: type, source: str) -> Any:
     return number
 
 
+def check(key: str, value: Any, source: str) -> Any:
+    """`value` for setting `key` as `_coerce` reads it (BadInput naming `source` if bad):
+    a per-member value such as `spawn --effort` obeys its setting's rule."""
+    return _coerce(key, value, _kind(key), source)
+
+
 # a call bounded by 0 s could never be answered
 _POSITIVE = frozenset({"api_timeout"})
-# text settings where "" means "none"
-_MAY_BE_EMPTY = frozenset({"api_key_file"})
+# text settings where "" means "none" (or, for a choice, the model's default)
+_MAY_BE_EMPTY = frozenset({"api_key_file", *(k for k, c in CHOICES.items() if "" in c)})
 
 
 def _did_you_mean(key: str) -> str:

@@ -40,6 +40,7 @@ from teamd.errors import BadInput, TeamdError
 from teamd.files import Json
 from teamd.holds import Holds, short_of_room
 from teamd.layout import LEAD, NAME_RE, SUPERVISOR, USER, Workspace
+from teamd.model_limits import cap_warning
 from teamd.notify import Notifier, format_status
 from teamd.paging import Pager
 from teamd.policy import Verb
@@ -284,7 +285,7 @@ class Supervisor:
         deleted once nothing of it runs."""
         deleting = config.get("state") == "deleting"
         members = config["members"]
-        journal_deprecated(self.ws, team, members, self.conf.model, self.models_checked)
+        self.check_models(team, members)
         live = {m["name"] for m in members if (team, m["name"]) in by_member
                 or (self.may_run(m) and roster.is_live(m))}
         wake: list[str] = []
@@ -398,6 +399,16 @@ class Supervisor:
                     wake_mod.close(process.wake_w)  # the member is gone
                     process.wake_w = None
         return poked == len(names)
+
+    def check_models(self, team: str, members: list[Json]) -> None:
+        """Once per model per start in each team using it: a `max_tokens` above its output
+        limit (teamd's log), deprecated or retired (the log and the journal)."""
+        fresh = [m for m in members
+                 if (team, m.get("model") or self.conf.model) not in self.models_checked]
+        for used in {m.get("model") or self.conf.model for m in fresh}:
+            if (capped := cap_warning(used, self.conf.max_tokens)) is not None:
+                log.warning("team %s: %s", team, capped)
+        journal_deprecated(self.ws, team, fresh, self.conf.model, self.models_checked)
 
     def start_member(self, team: str, member: Json, action: policy.Action, now: float) -> None:
         """Do `action` for a member with no process: fork one, wait, or mark it."""

@@ -353,6 +353,16 @@ class Reader:
                           f"{text!r} in the output")
 
 
+def attached(ws: Workspace, name: str, team: str = TEAM) -> Reader:
+    """The real `teamctl attach TEAM NAME` running (without settings or keys from this
+    environment), its lines collected: `reader.proc` is the process."""
+    from tests.helpers_proc import TEAMCTL, clean_env
+
+    return Reader(subprocess.Popen([str(TEAMCTL), "--root", str(ws.root), "attach", team, name],
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                   env=clean_env()))
+
+
 def ok(result: ToolResult) -> str:
     """A tool's result that must not be an error; its content."""
     assert not result.is_error, result.content

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
 from functools import partial
 from pathlib import Path
 
@@ -20,13 +19,13 @@ from teamd.scripted import ScriptedServer
 from tests import harness
 from tests.harness import (
     TEAM,
-    Reader,
+    attached,
     live_pid,
     running_teamd,
     tool_use,
     wait_until,
 )
-from tests.helpers_proc import TEAMCTL, clean_env, teamctl
+from tests.helpers_proc import clean_env, teamctl
 
 T = 30.0
 wait_status = partial(harness.wait_status, timeout=T)
@@ -56,10 +55,8 @@ def test_attach_follows_a_member_through_a_kill_and_a_compaction(
     actions.create_team(ws, TEAM)
     actions.spawn(ws, TEAM, "alice", "Wait for work from the lead.", cwd=str(workdir))
     with running_teamd(ws, server.url, compact_threshold=50000, backoff_initial=0.1):
-        attach = subprocess.Popen([str(TEAMCTL), "--root", str(ws.root), "attach", TEAM,
-                                   "alice"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                  env=clean_env())
-        out = Reader(attach)
+        out = attached(ws, "alice")
+        attach = out.proc
         out.wait_for("» Wait for work from the lead.")  # the first prompt
         wait_status(ws, "alice", "idle")
         actions.send(ws, TEAM, "alice", "LOOK-a1 what is there?")
@@ -142,3 +139,16 @@ def test_transcript_shows_the_saved_history_when_the_session_starts_compacted(
     assert done.returncode == 0 and "EARLY-REPLY-b1" in done.stdout.decode()
     assert json.loads(json.dumps(records[0]))["type"] == "turn"
     assert teamctl(ws.root, "transcript", TEAM, "nobody").returncode == 2
+
+
+def test_thinking_reads_apart_from_what_the_member_says() -> None:
+    """A thinking block shows as `(thinking) …`, one that was not shown (display omitted)
+    or was redacted says so; what the member says stays its own line."""
+    record = {"type": "assistant", "ts": 1.0, "content": [
+        {"type": "thinking", "thinking": "First the tests,\nthen the fix.", "signature": "s"},
+        {"type": "thinking", "thinking": "", "signature": "t"},
+        {"type": "redacted_thinking", "data": "opaque"},
+        {"type": "text", "text": "Fixing it."}]}
+    lines = [line[9:] for line in Renderer("bob", None).record(record)]
+    assert lines == ["(thinking) First the tests,", "           then the fix.",
+                     "(thinking) (not shown)", "(thinking) (redacted)", "bob: Fixing it."]

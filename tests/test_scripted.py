@@ -43,12 +43,21 @@ def ask(
 ) -> Any:
     # Any, not Message: the tests read content blocks without narrowing their union type.
     with client(server, max_retries) as c:
-        return c.messages.create(
+        return said(c.messages.create(
             model=MODEL,
             max_tokens=100,
             system=system,
             messages=messages or [{"role": "user", "content": text}],
-        )
+        ))
+
+
+def said(msg: Any) -> Any:
+    """The reply without its thinking: thinking is on by default (as for today's default
+    model), so every reply opens with a signed thinking block (empty: not asked to show)."""
+    assert msg.content[0].type == "thinking" and msg.content[0].signature
+    assert msg.content[0].thinking == ""
+    msg.content = [b for b in msg.content if b.type not in ("thinking", "redacted_thinking")]
+    return msg
 
 
 TOOL_REPLY = {
@@ -117,14 +126,14 @@ def test_streaming_matches_create(server: ScriptedServer) -> None:
         event_types = [event.type for event in raw]
 
     expected_input = {"recipient": "lead", "content": "done s1", "meta": {"tags": ["web"]}}
-    for msg in (plain, streamed):
+    for msg in (said(plain), said(streamed)):
         assert msg.content[0].text == long_text
         assert msg.content[1].input == expected_input
         assert msg.stop_reason == "tool_use"
         assert msg.usage.output_tokens == plain.usage.output_tokens
         assert msg.usage.input_tokens == plain.usage.input_tokens
     assert event_types[0] == "message_start" and event_types[-1] == "message_stop"
-    assert event_types.count("content_block_start") == 2
+    assert event_types.count("content_block_start") == 3  # thinking, text, tool_use
     assert "message_delta" in event_types
     assert [r["stream"] for r in server.requests] == [False, True, True]
 
@@ -359,9 +368,9 @@ def test_module_cli_serves_and_exits_on_sigterm(tmp_path: Path) -> None:
         url = _read_line(proc, 10)
         assert url.startswith("http://127.0.0.1:")
         with anthropic.Anthropic(base_url=url, api_key="k", max_retries=0) as c:
-            msg: Any = c.messages.create(
+            msg: Any = said(c.messages.create(
                 model=MODEL, max_tokens=5, messages=[{"role": "user", "content": "hi"}]
-            )
+            ))
         assert msg.content[0].text == "cli"
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=5) == 0
@@ -456,8 +465,8 @@ def cached_turns(server: ScriptedServer, turns: int, *, breakpoints: bool = True
         messages = [*history[:-1], {"role": "user", "content": [
             {**history[-1]["content"][0], **mark}]}]
         with client(server) as c:
-            msg = c.messages.create(model=MODEL, max_tokens=100, messages=messages,
-                                    system=[{"type": "text", "text": LONG_SYSTEM, **mark}])
+            msg = said(c.messages.create(model=MODEL, max_tokens=100, messages=messages,
+                                         system=[{"type": "text", "text": LONG_SYSTEM, **mark}]))
         usages.append(msg.usage)
         history.append({"role": "assistant", "content": [
             {"type": "text", "text": msg.content[0].text}]})

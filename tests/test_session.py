@@ -145,7 +145,7 @@ def test_compaction_carries_unanswered_input(tmp_path: Path) -> None:
         {"type": "inbox", "messages": [msg("m9", "wake up")]},
         {"type": "user", "content": [text("<auto-claimed>Task #4: y</auto-claimed>")]},
     ])
-    cut = s.unanswered()
+    cut = s.turn_start()
     assert [r["type"] for r in s.records[cut:]] == ["inbox", "user"]
     assert "wake up" not in json.dumps(s.messages(IDENTITY, upto=cut))
     s.append({"type": "compaction", "summary": "S", "transcript": "t", "carry":
@@ -159,14 +159,55 @@ def test_compaction_carries_unanswered_input(tmp_path: Path) -> None:
         assert "m9" in session.known_ids
 
 
-def test_unanswered_with_nothing_answered_yet_keeps_all_for_the_summary(
+def test_the_turn_in_progress_is_all_after_the_last_reply_that_ended_a_turn(
         tmp_path: Path) -> None:
     s = session_at(tmp_path, [{"type": "user", "content": [text("prompt")]},
                               {"type": "inbox", "messages": [msg("m1", "x")]}])
-    assert s.unanswered() == len(s.records)
-    s.append({"type": "assistant", "content": [use("t1")]})
+    assert s.turn_start() == 0  # nothing answered yet: it is all the turn in progress
+    s.append({"type": "assistant", "content": [use("t1")], "stop_reason": "tool_use"})
     s.append(result("t1"))
-    assert s.unanswered() == len(s.records)  # tool results are not carried
+    assert s.turn_start() == 0  # a tool loop is not over
+    s.append({"type": "assistant", "content": [text("done")], "stop_reason": "end_turn"})
+    s.append({"type": "inbox", "messages": [msg("m2", "more")]})
+    ended = len(s.records) - 1
+    assert s.turn_start() == ended
+    for stop in ("pause_turn", "max_tokens"):  # a reply cut or paused: the turn goes on
+        s.append({"type": "assistant", "content": [text("part")], "stop_reason": stop})
+        assert s.turn_start() == ended and not s.ends_with_reply()
+    # a turn the harness ended on a cut reply with a call: it and its answers are history
+    s.append({"type": "assistant", "content": [use("t2")], "stop_reason": "max_tokens",
+              "ends_turn": True})
+    s.append(result("t2"))
+    assert s.turn_start() == len(s.records) and s.ends_with_reply()
+    assert s.cuts_in_a_row() == 0
+
+
+def test_a_paused_reply_is_the_last_message_and_goes_on_in_the_same_turn(
+        tmp_path: Path) -> None:
+    thought = {"type": "thinking", "thinking": "hm", "signature": "c2ln"}
+    s = session_at(tmp_path, [
+        {"type": "user", "content": [text("prompt")]},
+        {"type": "assistant", "content": [thought, text("searching")],
+         "stop_reason": "pause_turn"}])
+    out = s.messages(IDENTITY)
+    assert roles(out) == ["user", "assistant"] and out[-1]["content"][0] == thought
+    s.append({"type": "assistant", "content": [text("found it")], "stop_reason": "end_turn"})
+    for session in (s, Session.load(s.path)):
+        out = session.messages(IDENTITY)
+        assert roles(out) == ["user", "assistant"]
+        assert out[-1]["content"] == [thought, text("searching"), text("found it")]
+    s.append({"type": "inbox", "messages": [msg("m1", "next")]})
+    assert roles(s.messages(IDENTITY)) == ["user", "assistant", "user"]
+
+
+def test_cuts_in_a_row_count_back_to_the_last_other_reply(tmp_path: Path) -> None:
+    s = session_at(tmp_path, [{"type": "user", "content": [text("prompt")]}])
+    for n in range(1, 4):
+        s.append({"type": "assistant", "content": [text("cut")], "stop_reason": "max_tokens"})
+        s.append({"type": "user", "continuation": True, "content": [text("go on")]})
+        assert s.cuts_in_a_row() == n
+    s.append({"type": "assistant", "content": [text("whole")], "stop_reason": "end_turn"})
+    assert s.cuts_in_a_row() == 0
 
 
 def test_known_ids_survive_compaction(tmp_path: Path) -> None:

@@ -14,13 +14,13 @@ from teamd.errors import BadInput
 from teamd.layout import Workspace
 
 CONTRACT_DEFAULTS = {
-    "model": "claude-sonnet-5-5", "max_tokens": 8000, "idle_timeout": 60,
+    "model": "claude-sonnet-5-5", "max_tokens": 32000, "idle_timeout": 60,
     "compact_threshold": 150000, "bash_timeout": 120, "backoff_initial": 1,
     "backoff_max": 60, "backoff_reset": 60, "restart_limit": 5, "restart_window": 60,
     "stop_timeout": 20, "events_max_bytes": 67108864, "events_keep": 5,
     "permission_timeout": 0, "hook_timeout": 300,
     "retry_max_wait": 60, "api_timeout": 600, "max_concurrent_calls": 0,
-    "lead_wake_on_idle": "quiet", "cache_ttl": "auto", "api_key_file": "",
+    "lead_wake_on_idle": "quiet", "cache_ttl": "auto", "api_key_file": "", "effort": "",
 }
 #: what `teamctl init` writes besides the flat table (the hooks are comments)
 INIT_TABLES = {"permissions": {"default": "allow", "allow": [], "ask": [], "deny": []},
@@ -60,7 +60,7 @@ def test_toml_values_are_read(ws: Workspace) -> None:
                                 "events_keep = 9\n")
     conf = settings.load(ws)
     assert conf.model == "claude-opus-4" and conf.idle_timeout == 2.5 and conf.events_keep == 9
-    assert conf.max_tokens == 8000  # the rest stay at their defaults
+    assert conf.max_tokens == 32000  # the rest stay at their defaults
     assert isinstance(conf.events_keep, int) and isinstance(conf.idle_timeout, float)
 
 
@@ -213,3 +213,11 @@ def test_a_zero_api_timeout_is_refused(ws: Workspace) -> None:
         settings.load(ws)
     ws.settings_file.write_text("retry_max_wait = 0\n")  # retry at once: allowed
     assert settings.load(ws).retry_max_wait == 0
+
+
+def test_effort_is_empty_or_one_of_four_words(ws: Workspace) -> None:
+    assert settings.load(ws).effort == ""
+    for word in settings.EFFORTS:
+        assert settings.load(ws, {"TEAMD_EFFORT": word}).effort == word
+    with pytest.raises(BadInput, match=r"effort must be one of .*\(did you mean 'high'\?\)"):
+        settings.load(ws, {"TEAMD_EFFORT": "hihg"})

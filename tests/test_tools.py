@@ -32,7 +32,8 @@ CONTRACT_INPUTS = {
     "SubmitPlan": ({"plan"}, set()),
     "TeamCreate": ({"name"}, {"description"}),
     "TeamDelete": ({"name"}, set()),
-    "Task": ({"name", "prompt", "team_name"}, {"role", "plan_mode_required", "worktree"}),
+    "Task": ({"name", "prompt", "team_name"}, {"role", "plan_mode_required", "worktree",
+                                                "effort"}),
 }
 LEAD_ONLY = {"TeamCreate", "TeamDelete", "Task"}
 # CONTRACT.md §8's table, row by row: (tool, given to the lead, given to a teammate)

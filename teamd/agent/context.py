@@ -13,6 +13,7 @@ from typing import Any
 
 from teamd import prices
 from teamd.files import Json
+from teamd.model_limits import adaptive_thinking
 
 KEEP_TOOL_RESULTS = 3  # the most recent tool-result turns are shown in full
 TRIM_OVER = 400  # older results longer than this many characters are cut down
@@ -99,6 +100,28 @@ def micro_compact(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
+#: readable thinking, asked for on every call, the summary call included (CONTRACT §6)
+THINKING: Json = {"type": "adaptive", "display": "summarized"}
+
+
+def model_options(model: str, effort: str) -> dict[str, Any]:
+    """What every call asks besides the conversation: readable thinking (from the models
+    that take adaptive thinking: 4.6 on), and the member's `effort` when set. Never
+    `temperature`, `top_p`, `top_k` or a forced `tool_choice`: today's models refuse them."""
+    options: dict[str, Any] = {"thinking": THINKING} if adaptive_thinking(model) else {}
+    if effort:
+        options["output_config"] = {"effort": effort}
+    return options
+
+
+def thinking_text(content: list[Json], width: int = 1000) -> str | None:
+    """A reply's readable thinking, joined and cut to `width` characters (what the journal's
+    `model_call` carries for `teamctl logs -v`), or None when it shows none."""
+    text = "\n".join(str(b.get("thinking") or "") for b in content
+                     if b.get("type") == "thinking").strip()
+    return None if not text else text if len(text) <= width else text[:width - 1] + "…"
+
+
 def cache_control(ttl: str) -> Json:
     """A breakpoint: the API's default TTL (5 minutes) says none; "1h" says it."""
     return {"type": "ephemeral"} if ttl == "5m" else {"type": "ephemeral", "ttl": ttl}
@@ -117,7 +140,10 @@ def with_cache_breakpoints(system: str, tools: list[Json], messages: list[dict[s
     # whole request again anyway; a deep copy here cost a millisecond per call on a long
     # conversation, on the path from a new message to the model).
     messages = list(messages)
-    if messages and messages[-1]["content"] and isinstance(messages[-1]["content"][-1], dict):
+    # the tail of the user's turn; a paused reply sent back as the last message (its
+    # thinking may not carry cache_control) goes as it is
+    if messages and messages[-1]["role"] == "user" and messages[-1]["content"] and \
+            isinstance(messages[-1]["content"][-1], dict):
         last = messages[-1]
         tail = {**last["content"][-1], "cache_control": cache_control(tail_ttl)}
         messages[-1] = {**last, "content": [*last["content"][:-1], tail]}

@@ -29,6 +29,7 @@ from teamd import (
     events,
     files,
     inbox,
+    model_limits,
     policy,
     prices,
     ratelimit,
@@ -37,10 +38,10 @@ from teamd import (
     settings,
     wake,
 )
-from teamd.agent import context, model
+from teamd.agent import compaction, context, model, stops
 from teamd.agent.budget_gate import BudgetGate
 from teamd.agent.cache_ttl import CacheTTL
-from teamd.agent.session import INTERRUPTED, Session, compacted_head
+from teamd.agent.session import INTERRUPTED, Session
 from teamd.agent.tools import Blocked, Toolbox, specs_for
 from teamd.errors import BadInput, TeamdError
 from teamd.files import Json
@@ -103,6 +104,7 @@ class Member:
             raise TeamdError(f"working directory {self.cwd} does not exist")
         self.prompt = member["prompt"]
         self.model_name = member.get("model") or self.conf.model
+        self.effort = str(member.get("effort") or "")  # else the setting's, at each call
         self.identity = context.identity(name, team, self.kind)
         self.inbox_path = ws.inbox(team, name)
         self.system = context.system_prompt(member, team, str(self.cwd))
@@ -176,21 +178,30 @@ class Member:
         os.kill(os.getpid(), signal.SIGTERM)
 
     def turn(self) -> int | None:
-        """One model call and the tools it asks for. An exit code ends the process."""
-        if self.last_context > self.conf.compact_threshold:
-            self.compact()
-        self.note_shutdown_asks(self.take_inbox())
+        """One model call, and what its stop reason asks (`stops`): tools run, a cut reply
+        continued, the turn ended. An exit code ends the process."""
+        if self.last_context > model_limits.compact_threshold(self.model_name,
+                                                              self.conf.compact_threshold):
+            compaction.compact(self)
+        if not self.session.paused():  # a paused reply goes back as the last message
+            self.note_shutdown_asks(self.take_inbox())
         reply = self.ask_model(context.micro_compact(self.session.messages(self.identity)))
         if reply is None:  # an answer retrying cannot mend (see api_refused)
             self.leave_if_asked("the model API is unavailable")
             return self.idle(claim=False)  # the next message may mend it: try again then
+        if reply.stop_reason == stops.WINDOW_EXCEEDED:  # compacted, then the same call again
+            if compaction.compact(self):
+                return None
+            self.api_refused("model API: context window exceeded, nothing left to compact")
+            return self.idle(claim=False)
         self.last_context = context.context_size(reply.usage)
-        content = reply.content or [{"type": "text", "text": "(no reply)"}]
-        self.session.append({"type": "assistant", "content": content,
-                             "stop_reason": reply.stop_reason, "usage": reply.usage})
-        uses = [b for b in content if b.get("type") == "tool_use"]
+        done = stops.handle(reply.content, reply.stop_reason, reply.usage,
+                            self.session.cuts_in_a_row())
+        self.session.append(done.record)
+        for tool_use_id, error in done.unrun:  # never run (a call cut off, or refused)
+            self.record_result(tool_use_id, error, is_error=True)
         leaving = False  # the model approved a shutdown: leave once this turn's calls ran
-        for use in uses:
+        for use in done.run:
             result = self.toolbox.run(use["name"], use.get("input") or {},
                                       tool_use_id=use["id"])
             self.record_result(use["id"], result.content, is_error=result.is_error,
@@ -200,7 +211,12 @@ class Member:
                 return self.approve_shutdown(self.leaving, "waiting for permission")
         if leaving:
             return self.leave()
-        if not uses:
+        if done.follow_up is not None:
+            self.session.append(done.follow_up)
+        if done.trouble is not None:
+            self.update_member(last_error=done.trouble[1])
+            self.tell_lead_once(*done.trouble)
+        if done.ends_turn:
             self.turn_ended = True
             for rid in self.shutdown_asks:
                 if requests.get(self.ws, self.team, rid)["status"] == "pending":
@@ -674,8 +690,11 @@ class Member:
                 if slot is not None and self.must_hold_off():
                     continue  # changed while it waited for the slot: the top waits it out
                 reply = model.call(self.client, after_send=mark_active, model=self.model_name,
-                                   max_tokens=self.conf.max_tokens, system=system, tools=tools,
-                                   messages=messages, **extra)
+                                   max_tokens=model_limits.max_tokens(
+                                       self.model_name, self.conf.max_tokens),
+                                   system=system, tools=tools, messages=messages, **extra,
+                                   **context.model_options(self.model_name,
+                                                           self.effort or self.conf.effort))
             except model.ModelUnavailable as exc:
                 failure = exc
             finally:
@@ -685,7 +704,8 @@ class Member:
             if failure is not None:
                 events.emit(self.ws, self.team, "model_call", member=self.name,
                             model=self.model_name, error=str(failure), ms=None,
-                            cost_usd=prices.cost({}, price), **dict.fromkeys(prices.CALL_KEYS, 0))
+                            stop_reason=None, cost_usd=prices.cost({}, price),
+                            **dict.fromkeys(prices.CALL_KEYS, 0))
                 if not failure.retryable:
                     self.api_refused(str(failure))
                     return None
@@ -696,7 +716,8 @@ class Member:
             self.cache.saw(reply.usage)
             events.emit(self.ws, self.team, "model_call", member=self.name,
                         model=self.model_name, ms=round(reply.ms, 1), error=None,
-                        cost_usd=cost, **reply.usage)
+                        cost_usd=cost, stop_reason=reply.stop_reason, **reply.usage,
+                        thinking=context.thinking_text(reply.content))
             self.add_usage(reply.usage, clear_error=True, cost=cost)
             self.api_failures = 0
             self.api_told.clear()
@@ -805,42 +826,6 @@ class Member:
         inbox.deliver(self.ws, self.team, [inbox.make(
             "message", self.name, USER if self.kind == "lead" else LEAD,
             f"{self.name}: {text}")])
-
-    def compact(self) -> None:
-        """Summarise a long history with the model; keep the full one in transcripts/."""
-        before = self.last_context
-        # Input not answered yet (a message that woke an idle member, an auto-claim) is
-        # carried over verbatim, not folded into the summary: the model still sees it.
-        cut = self.session.unanswered()
-        carry = self.session.records[cut:]
-        # trimmed like every other call: last_context was measured on the trimmed history
-        messages = context.micro_compact(self.session.messages(self.identity, upto=cut))
-        now = time.time()
-        stamp = time.strftime("%Y%m%dT%H%M%S", time.localtime(now)) + f".{int(now % 1 * 1e6):06d}"
-        transcript = self.ws.transcripts_dir(self.team) / f"{self.name}-{stamp}.jsonl"
-        files.ensure_dir(transcript.parent)
-        files.atomic_write_bytes(transcript, b"".join(
-            files.dumps_line(m) for m in self.session.messages(self.identity)))
-        request = {"type": "text", "text": context.SUMMARY_REQUEST}
-        if messages and messages[-1]["role"] == "user":
-            ask = [*messages[:-1], {"role": "user",
-                                    "content": [*messages[-1]["content"], request]}]
-        else:
-            ask = [*messages, {"role": "user", "content": [request]}]
-        reply = self.ask_model(ask, tool_choice={"type": "none"})
-        if reply is None:
-            return  # try again before the next call
-        summary = "\n".join(b.get("text", "") for b in reply.content
-                            if b.get("type") == "text").strip() or "(no summary)"
-        rel = str(transcript.relative_to(self.ws.root))
-        self.session.append({"type": "compaction", "summary": summary, "transcript": rel,
-                             "known_ids": sorted(self.session.known_ids),
-                             "claimed_ids": sorted(self.session.claimed_ids),
-                             "before_tokens": before, "carry": carry})
-        after = len(compacted_head(self.identity, self.session.records[0])) // 4
-        events.emit(self.ws, self.team, "compacted", member=self.name, before_tokens=before,
-                    after_tokens=after, transcript=rel)
-        self.last_context = 0
 
     # -- the roster (only while its pid is ours) -----------------------------------------
     def record_result(self, tool_use_id: str, content: str, *, is_error: bool,

@@ -8,14 +8,20 @@ restarted at any moment rebuilds the same conversation:
   {"type": "inbox", "messages": [...],             taken in and answered by the harness
    "hidden": true}                                 (a shutdown request while idle): known,
                                                    never shown to the model
-  {"type": "assistant", "content": [...], ...}     a model reply
+  {"type": "assistant", "content": [...], ...}     a model reply, byte for byte (its
+                                                   thinking and signatures included), with
+                                                   its `stop_reason`; `"ends_turn": true`
+                                                   when the harness ended the turn on it
+                                                   (a refusal, a 4th cut in a row)
   {"type": "tool_result", "block": {...}}          one tool's result, written as it ends
   {"type": "compaction", "summary": "...", ...}    everything before is replaced by this
                                                    (and by the input it carries over:
                                                    messages not yet answered)
 
 A message id taken in is recorded once and never shown again; a `tool_use` without a
-recorded result is answered "interrupted by a restart; not re-run" instead of re-run.
+recorded result is answered "interrupted by a restart; not re-run" instead of re-run. A
+reply paused by the API (`pause_turn`) is sent back as the last message, and the reply that
+goes on from it joins the same assistant turn.
 """
 
 from __future__ import annotations
@@ -31,6 +37,8 @@ from teamd import files
 from teamd.files import Json
 
 INTERRUPTED = "interrupted by a restart; not re-run"
+#: stop reasons of a reply that leaves the turn open (the model goes on after it)
+GOES_ON = ("pause_turn", "max_tokens")
 
 
 def render_message(msg: Json) -> str:
@@ -136,25 +144,55 @@ class Session:
             return []
         done = {r["block"]["tool_use_id"] for r in self.records[last + 1:]
                 if r["type"] == "tool_result"}
-        return [b for b in self.records[last]["content"]
-                if b.get("type") == "tool_use" and b["id"] not in done]
+        return [b for b in _calls(self.records[last]) if b["id"] not in done]
 
     def ends_with_reply(self) -> bool:
-        """True when the model spoke last and asked for nothing: the turn is over."""
-        last = next((r for r in reversed(self.records) if not r.get("hidden")), None)
-        return last is not None and last["type"] == "assistant" \
-            and not self.pending_tool_uses()
+        """True when the model spoke last and asked for nothing, and its reply was not cut
+        short or paused: the turn is over. So is a turn the harness ended on a reply
+        (`ends_turn`), once that reply's calls are answered."""
+        shown = [r for r in self.records if not r.get("hidden")]
+        last = next((i for i in range(len(shown) - 1, -1, -1)
+                     if shown[i]["type"] == "assistant"), None)
+        if last is None or self.pending_tool_uses():
+            return False
+        reply, after = shown[last], shown[last + 1:]
+        if reply.get("ends_turn"):
+            return all(r["type"] == "tool_result" for r in after)
+        return not after and reply.get("stop_reason") not in GOES_ON
 
-    def unanswered(self) -> int:
-        """Index of the first record of the input the model has not answered yet: the
-        messages and prompts after its last reply and that reply's tool results. A
-        compaction carries them over verbatim instead of folding them into the summary."""
-        start = len(self.records)
-        while start > 0 and self.records[start - 1]["type"] in ("inbox", "user"):
-            start -= 1
-        if not any(r["type"] == "assistant" for r in self.records[:start]):
-            return len(self.records)  # nothing answered yet: it all goes into the summary
-        return start
+    def paused(self) -> bool:
+        """The API paused the model's last reply (`pause_turn`): it goes on from there."""
+        last = next((r for r in reversed(self.records) if not r.get("hidden")), None)
+        return last is not None and last.get("stop_reason") == "pause_turn"
+
+    def cuts_in_a_row(self) -> int:
+        """Replies cut off by max_tokens in a row at the end of the conversation (a turn
+        the harness ended, or a compaction, starts the count again)."""
+        count = 0
+        for record in reversed(self.records):
+            if record["type"] == "compaction" or record.get("ends_turn"):
+                break
+            if record["type"] == "assistant":
+                if record.get("stop_reason") != "max_tokens":
+                    break
+                count += 1
+        return count
+
+    def turn_start(self) -> int:
+        """Index of the first record of the turn in progress: what follows the last reply
+        that ended a turn (and that reply's results). A compaction carries it over whole —
+        an unfinished tool loop, its thinking included — instead of summarising it."""
+        for i in range(len(self.records) - 1, -1, -1):
+            record = self.records[i]
+            if record["type"] == "compaction" or (record["type"] == "assistant" and (
+                    record.get("ends_turn") or (record.get("stop_reason") not in GOES_ON
+                                                and not _calls(record)))):
+                start = i + 1
+                while start < len(self.records) and \
+                        self.records[start]["type"] == "tool_result":
+                    start += 1
+                return start
+        return 0
 
     def messages(self, identity: str, upto: int | None = None) -> list[dict[str, Any]]:
         """The Messages API conversation (of the records before `upto`, if given):
@@ -188,6 +226,7 @@ def _fold(turns: list[dict[str, Any]], records: list[Json], identity: str
     user: list[Json] = []
     results: list[Json] = []
     settled_records = settled_turns = 0
+    paused = False  # the last reply was paused: the next one goes on in its turn
 
     def flush_user() -> None:
         nonlocal user, results
@@ -199,12 +238,20 @@ def _fold(turns: list[dict[str, Any]], records: list[Json], identity: str
         kind = record["type"]
         if kind == "assistant":
             flush_user()
-            if turns and turns[-1]["role"] == "assistant":
-                turns.append({"role": "user", "content": [
-                    {"type": "text", "text": "(continue)"}]})
-            turns.append({"role": "assistant", "content": record["content"]})
-            settled_records, settled_turns = i + 1, len(turns)
-        elif kind == "tool_result":
+            if paused and turns and turns[-1]["role"] == "assistant":
+                turns[-1] = {"role": "assistant",
+                             "content": [*turns[-1]["content"], *record["content"]]}
+            else:
+                if turns and turns[-1]["role"] == "assistant":
+                    turns.append({"role": "user", "content": [
+                        {"type": "text", "text": "(continue)"}]})
+                turns.append({"role": "assistant", "content": record["content"]})
+            paused = record.get("stop_reason") == "pause_turn"
+            if not paused:  # a paused reply is folded again with the one going on from it
+                settled_records, settled_turns = i + 1, len(turns)
+        elif not record.get("hidden"):
+            paused = False
+        if kind == "tool_result":
             results.append(record["block"])
         elif kind == "inbox" and not record.get("hidden"):
             user.extend({"type": "text", "text": render_message(m)}
@@ -215,6 +262,10 @@ def _fold(turns: list[dict[str, Any]], records: list[Json], identity: str
             user.append({"type": "text", "text": compacted_head(identity, record)})
     flush_user()
     return turns, settled_records, settled_turns
+
+
+def _calls(record: Json) -> list[Json]:
+    return [b for b in record["content"] if b.get("type") == "tool_use"]
 
 
 def compacted_head(identity: str, record: Json) -> str:

@@ -314,14 +314,15 @@ def team_delete(box: Toolbox, name: str) -> ToolResult:
 
 def spawn_teammate(box: Toolbox, name: str, prompt: str, team_name: str, role: str = "",
                    plan_mode_required: bool = False,
-                   worktree: bool | None = None) -> ToolResult:
+                   worktree: bool | None = None, effort: str = "") -> ToolResult:
     if name == LEAD:
         raise ToolError("'lead' is the lead's own name; pick another name for a teammate")
     if not prompt.strip():
         raise ToolError("prompt must say what the teammate is for")
     # Teammates the lead spawns work in the lead's own working directory.
     member = actions.spawn(box.ws, team_name, name, prompt, role=role,
-                           plan_mode=plan_mode_required, cwd=str(box.cwd), worktree=worktree)
+                           plan_mode=plan_mode_required, cwd=str(box.cwd), worktree=worktree,
+                           effort=effort)
     gate = " in plan mode (it must get a plan approved before changing anything)" \
         if plan_mode_required else ""
     where = ""

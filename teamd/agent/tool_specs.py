@@ -174,7 +174,10 @@ TOOL_SPECS: dict[str, dict[str, Any]] = {s["name"]: s for s in (
            "plan_mode_required": {"type": "boolean",
                                   "description": "Read-only until its plan is approved."},
            "worktree": {"type": "boolean",
-                        "description": "Its own git worktree and branch (optional)."}},
+                        "description": "Its own git worktree and branch (optional)."},
+           "effort": {"type": "string", "enum": ["low", "medium", "high", "max"],
+                      "description": "How hard it thinks (optional; default: the team's "
+                      "setting)."}},
           ["name", "prompt", "team_name"]),
 )}
 

@@ -1,10 +1,13 @@
 """A scripted, Anthropic-compatible Messages API server for tests and the offline demo.
 
 Point the real `anthropic` SDK at it through `ANTHROPIC_BASE_URL` (or `base_url=`) and it
-answers from scenario rules over real HTTP. `scenario` owns the rule format and matching,
-`server` the HTTP side and request records, `cache` the prompt-cache accounting a reply's
-usage reports, `__main__` the standalone process. Standard
-library only; it never imports `anthropic`.
+answers from scenario rules over real HTTP, as today's API does: thinking on by default
+(signed `thinking` and `redacted_thinking` blocks before the text and tool calls), every
+stop reason, and a 400 for what the API refuses. `scenario` owns the rule format and
+matching, `replies` a reply's format, `server` the HTTP side and request records,
+`thinking` the thinking blocks and their signatures, `checks` the 400s, `cache` the
+prompt-cache accounting a reply's usage reports, `__main__` the standalone process.
+Standard library only; it never imports `anthropic`.
 """
 
 from teamd.scripted.cache import PromptCache

@@ -21,7 +21,7 @@ from os import PathLike
 from pathlib import Path
 from typing import Any
 
-from teamd import prices
+from teamd.scripted.replies import check_keys, check_reply
 
 log = logging.getLogger(__name__)
 
@@ -44,10 +44,6 @@ ERROR_TYPES: dict[int, str] = {
     529: "overloaded_error",
 }
 
-STOP_REASONS = frozenset(
-    {"end_turn", "tool_use", "max_tokens", "stop_sequence", "pause_turn", "refusal"}
-)
-
 DEFAULT_REPLY: dict[str, Any] = {"content": [{"type": "text", "text": "Nothing to do."}]}
 
 _RULE_KEYS = frozenset(
@@ -58,7 +54,6 @@ _RULE_KEYS = frozenset(
     }
 )
 _SCENARIO_KEYS = frozenset({"rules", "default", "description"})
-_REPLY_KEYS = frozenset({"content", "stop_reason", "usage"})
 _ERROR_KEYS = frozenset({"status", "type", "message", "retry_after", "should_retry"})
 _RATELIMIT_KEYS = frozenset({"family", "limit", "remaining", "reset_in"})
 _FAMILY_RE = re.compile(r"[a-z0-9-]+")
@@ -252,7 +247,7 @@ class ErrorSpec:
             data = {"status": data}
         if not isinstance(data, dict):
             raise ValueError(f"{where}: must be an object like {{\"status\": 529}}")
-        _check_keys(data, _ERROR_KEYS, where)
+        check_keys(data, _ERROR_KEYS, where)
         status = data.get("status")
         if not isinstance(status, int) or isinstance(status, bool) or not 400 <= status <= 599:
             raise ValueError(f"{where}.status: must be an HTTP error status (400-599)")
@@ -325,7 +320,7 @@ class Rule:
         where = where or f"rules[{index}]"
         if not isinstance(data, dict):
             raise ValueError(f"{where}: a rule must be an object")
-        _check_keys(data, _RULE_KEYS, where)
+        check_keys(data, _RULE_KEYS, where)
         strings: dict[str, str | None] = {}
         for key in (
             "name", "agent", "team", "contains", "regex", "tool_result",
@@ -347,7 +342,7 @@ class Rule:
         if not isinstance(delay, int | float) or isinstance(delay, bool) or delay < 0:
             raise ValueError(f"{where}.delay: must be a number of seconds >= 0")
         reply = (
-            _check_reply(data["reply"], f"{where}.reply") if data.get("reply") is not None
+            check_reply(data["reply"], f"{where}.reply") if data.get("reply") is not None
             else None
         )
         trickle = data.get("trickle")
@@ -449,6 +444,7 @@ class Decision:
     content: list[dict[str, Any]]
     stop_reason: str | None = None
     usage: dict[str, int] = field(default_factory=dict)
+    thinking: Any = None  # the reply's "thinking": False, a text, or None (the default)
     error: ErrorSpec | None = None
     delay: float = 0.0
     trickle: float | None = None
@@ -467,7 +463,7 @@ class Scenario:
         self._lock = threading.Lock()
         self._rules: list[Rule] = list(rules or [])
         self._next_index = len(self._rules)
-        self.default: dict[str, Any] = _check_reply(
+        self.default: dict[str, Any] = check_reply(
             copy.deepcopy(dict(default)) if default is not None else copy.deepcopy(DEFAULT_REPLY),
             "default",
         )
@@ -481,7 +477,7 @@ class Scenario:
             return data
         if not isinstance(data, Mapping):
             raise ValueError('a scenario must be an object like {"rules": [...]}')
-        _check_keys(data, _SCENARIO_KEYS, "scenario")
+        check_keys(data, _SCENARIO_KEYS, "scenario")
         raw_rules = data.get("rules", [])
         if not isinstance(raw_rules, list):
             raise ValueError("rules: must be a list")
@@ -615,8 +611,7 @@ def _decision(
         label=label,
         content=substitute(copy.deepcopy(reply.get("content", [])), variables),
         stop_reason=reply.get("stop_reason"),
-        usage=dict(reply.get("usage") or {}),
-        error=error,
+        usage=dict(reply.get("usage") or {}), thinking=reply.get("thinking"), error=error,
         delay=delay,
         trickle=trickle,
         raw=raw,
@@ -624,15 +619,6 @@ def _decision(
         variables=variables,
         headers=dict(headers or {}),
     )
-
-
-def _check_keys(data: Mapping[str, Any], allowed: frozenset[str], where: str) -> None:
-    # A typo such as "contians" would silently make a rule match everything; refuse it.
-    unknown = sorted(set(data) - allowed)
-    if unknown:
-        raise ValueError(
-            f"{where}: unknown key {unknown[0]!r} (expected one of {', '.join(sorted(allowed))})"
-        )
 
 
 def _check_ratelimit(data: Any, where: str) -> list[dict[str, Any]]:
@@ -646,7 +632,7 @@ def _check_ratelimit(data: Any, where: str) -> list[dict[str, Any]]:
         if not isinstance(item, dict):
             raise ValueError(f"{at}: must be an object like "
                              '{"family": "tokens", "remaining": 0, "reset_in": 2}')
-        _check_keys(item, _RATELIMIT_KEYS, at)
+        check_keys(item, _RATELIMIT_KEYS, at)
         family = item.get("family")
         if not isinstance(family, str) or not _FAMILY_RE.fullmatch(family):
             raise ValueError(f"{at}.family: must be a name such as 'requests' or 'tokens'")
@@ -666,46 +652,3 @@ def _optional_int(value: Any, where: str, *, minimum: int) -> int | None:
     if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
         raise ValueError(f"{where}: must be an integer >= {minimum}")
     return value
-
-
-def _check_reply(data: Any, where: str) -> dict[str, Any]:
-    if not isinstance(data, dict):
-        raise ValueError(f"{where}: must be an object with a content list")
-    _check_keys(data, _REPLY_KEYS, where)
-    content = data.get("content", [])
-    if isinstance(content, str):
-        # Shorthand: a bare string is one text block.
-        content = [{"type": "text", "text": content}]
-    if not isinstance(content, list):
-        raise ValueError(f"{where}.content: must be a list of blocks")
-    for i, block in enumerate(content):
-        at = f"{where}.content[{i}]"
-        if not isinstance(block, dict):
-            raise ValueError(f"{at}: must be an object")
-        kind = block.get("type")
-        if kind == "text":
-            if not isinstance(block.get("text"), str):
-                raise ValueError(f"{at}.text: must be a string")
-        elif kind == "tool_use":
-            if not isinstance(block.get("name"), str):
-                raise ValueError(f"{at}.name: must be a string")
-            if not isinstance(block.get("input", {}), dict):
-                raise ValueError(f"{at}.input: must be an object")
-            if "id" in block and not isinstance(block["id"], str):
-                raise ValueError(f"{at}.id: must be a string")
-        else:
-            raise ValueError(f"{at}.type: must be 'text' or 'tool_use', not {kind!r}")
-    stop_reason = data.get("stop_reason")
-    if stop_reason is not None and stop_reason not in STOP_REASONS:
-        raise ValueError(f"{where}.stop_reason: must be one of {', '.join(sorted(STOP_REASONS))}")
-    usage = data.get("usage")
-    if usage is not None:
-        if not isinstance(usage, dict):
-            raise ValueError(f"{where}.usage: must be an object")
-        _check_keys(usage, frozenset(prices.TOKEN_KEYS), f"{where}.usage")
-        for key, value in usage.items():
-            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-                raise ValueError(f"{where}.usage.{key}: must be an integer >= 0")
-    result = dict(data)
-    result["content"] = content
-    return result

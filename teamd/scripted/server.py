@@ -1,11 +1,13 @@
 """The scripted Anthropic Messages API server: real HTTP, answers chosen by a Scenario.
 
 This module owns the HTTP side: `POST /v1/messages` (plain JSON and SSE streaming, in the
-shapes the `anthropic` SDK parses) and `/v1/messages/count_tokens`, error replies with retry
-headers, the control endpoints (`GET /_health`, `GET /_requests`, `GET|POST /_scenario`),
-the record of every request (in memory and as a JSONL log; its key — `x-api-key` or the
-bearer token — as a SHA-256) and `ScriptedServer`, the object tests hold. A reply's usage
-splits the input into cache reads and writes for requests with `cache_control` breakpoints
+shapes the `anthropic` SDK parses) and `/v1/messages/count_tokens`, error replies with
+retry headers, the control endpoints (`GET /_health`, `GET /_requests`,
+`GET|POST /_scenario`), the record of every request (in memory and as a JSONL log; its key —
+`x-api-key` or the bearer token — as a SHA-256) and `ScriptedServer`, the object tests hold.
+Its content blocks, thinking first, are made by `teamd.scripted.thinking`; what today's API
+refuses with a 400 is told by `teamd.scripted.checks`. A reply's usage splits the input into
+cache reads and writes for requests with `cache_control` breakpoints, by TTL
 (`teamd.scripted.cache`). Which answer a request gets is decided in `teamd.scripted.scenario`.
 """
 
@@ -26,9 +28,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any, cast
 
+from teamd.scripted import checks, thinking
 from teamd.scripted.cache import PromptCache
 from teamd.scripted.cache import split as cache_split
 from teamd.scripted.scenario import ERROR_TYPES, Decision, ErrorSpec, RequestView, Rule, Scenario
+from teamd.scripted.thinking import Ledger
 
 log = logging.getLogger(__name__)
 
@@ -80,19 +84,7 @@ def build_message(body: Mapping[str, Any], decision: Decision,
     """The Message object for a reply decision, with fresh ids and estimated usage; with a
     `cache`, the input splits into cache reads, cache writes and the rest as the API's
     prompt caching would report it for the request's `cache_control` breakpoints."""
-    content: list[dict[str, Any]] = []
-    for block in decision.content:
-        if block["type"] == "tool_use":
-            content.append(
-                {
-                    "type": "tool_use",
-                    "id": block.get("id") or _new_id("toolu"),
-                    "name": block["name"],
-                    "input": block.get("input", {}),
-                }
-            )
-        else:
-            content.append({"type": "text", "text": block["text"]})
+    content = thinking.reply_content(decision.content, body, decision.thinking)
     stop_reason = decision.stop_reason or (
         "tool_use" if any(b["type"] == "tool_use" for b in content) else "end_turn"
     )
@@ -124,31 +116,12 @@ def stream_events(message: Mapping[str, Any]) -> list[tuple[str, dict[str, Any]]
         ("ping", {"type": "ping"}),
     ]
     for index, block in enumerate(message["content"]):
-        if block["type"] == "tool_use":
-            opening = {"type": "tool_use", "id": block["id"], "name": block["name"], "input": {}}
-            text = json.dumps(block["input"], ensure_ascii=False)
-            delta_type, delta_key = "input_json_delta", "partial_json"
-        else:
-            opening = {"type": "text", "text": ""}
-            text = block["text"]
-            delta_type, delta_key = "text_delta", "text"
-        events.append(
-            (
-                "content_block_start",
-                {"type": "content_block_start", "index": index, "content_block": opening},
-            )
-        )
-        for at in range(0, len(text), _DELTA_CHARS):
-            events.append(
-                (
-                    "content_block_delta",
-                    {
-                        "type": "content_block_delta",
-                        "index": index,
-                        "delta": {"type": delta_type, delta_key: text[at : at + _DELTA_CHARS]},
-                    },
-                )
-            )
+        opening, deltas = thinking.streamed(block)
+        events.append(("content_block_start", {"type": "content_block_start", "index": index,
+                                               "content_block": opening}))
+        events.extend(("content_block_delta", {"type": "content_block_delta", "index": index,
+                                               "delta": piece})
+                      for delta in deltas for piece in thinking.pieces(delta, _DELTA_CHARS))
         events.append(("content_block_stop", {"type": "content_block_stop", "index": index}))
     events.append(
         (
@@ -245,7 +218,7 @@ class _Handler(BaseHTTPRequestHandler):
         except (UnicodeDecodeError, json.JSONDecodeError) as exc:
             body, problem = None, f"request body is not valid JSON: {exc}"
         else:
-            problem = _validate(body)
+            problem = _validate(body) or checks.refusal(body, owner.thinking)
         if problem is not None:
             view = RequestView.from_body(body if isinstance(body, dict) else {})
             owner._record(received_at, view, body, "invalid", 400, stream=False, reply=None)
@@ -259,6 +232,8 @@ class _Handler(BaseHTTPRequestHandler):
         plain = decision.error is None and decision.trickle is None and decision.raw is None
         # a cut reply is built like a whole one, and sent only in part
         message = build_message(body, decision, owner.cache) if plain else None
+        if message is not None:
+            owner.thinking.remember(message["content"])
         status = decision.error.status if decision.error else 200
         # Recorded before any delay, so a test can see that a call is "in flight" while the
         # server is still sitting on the answer (kill-during-model-call tests need that).
@@ -476,6 +451,8 @@ class ScriptedServer:
         self._thread: threading.Thread | None = None
         # prompt caching, reported in each reply's usage (see teamd.scripted.cache)
         self.cache = PromptCache()
+        # which thinking came with which tool call (see teamd.scripted.checks)
+        self.thinking = Ledger()
 
     # -- lifecycle -------------------------------------------------------------------
 

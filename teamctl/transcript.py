@@ -108,7 +108,7 @@ class Renderer:
     def _thought(self, ts: Any, text: str) -> list[str]:
         """Thinking, each line dimmed on its own (a line read alone still reads so)."""
         head, *rest = text.splitlines() or [""]
-        pad = " " * (9 + len(THOUGHT))
+        pad = " " * (len(self._when(ts)) + 1 + len(THOUGHT))
         return [self._line(ts, self.paint(THOUGHT + head, "dim")),
                 *(self.paint(pad + line, "dim") for line in rest)]
 

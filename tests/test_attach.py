@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import time
 from functools import partial
 from pathlib import Path
 
@@ -144,7 +145,7 @@ def test_transcript_shows_the_saved_history_when_the_session_starts_compacted(
 def test_thinking_reads_apart_from_what_the_member_says() -> None:
     """A thinking block shows as `(thinking) …`, one that was not shown (display omitted)
     or was redacted says so; what the member says stays its own line."""
-    record = {"type": "assistant", "ts": 1.0, "content": [
+    record = {"type": "assistant", "ts": time.time(), "content": [  # today: no date shown
         {"type": "thinking", "thinking": "First the tests,\nthen the fix.", "signature": "s"},
         {"type": "thinking", "thinking": "", "signature": "t"},
         {"type": "redacted_thinking", "data": "opaque"},

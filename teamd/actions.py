@@ -652,13 +652,6 @@ def update_task(ws: Workspace, team: str, task_id: int, *, status: str | None = 
 
 
 # -- plans and permissions ---------------------------------------------------------------
-def answer_plan(ws: Workspace, team: str, request_id: str, approve: bool,
-                feedback: str | None = None, sender: str | None = None) -> Message:
-    """Approve or reject a plan request; the member learns it from its inbox."""
-    return answer_request(ws, team, request_id, approve, feedback, only="plan_approval",
-                          sender=sender)
-
-
 def answer_request(ws: Workspace, team: str, request_id: str, approve: bool,
                    feedback: str | None = None, *, always: bool = False,
                    only: str | None = None, sender: str | None = None,
@@ -712,18 +705,6 @@ def answer_request(ws: Workspace, team: str, request_id: str, approve: bool,
 
 
 # -- deletion ----------------------------------------------------------------------------
-def mark_deleting(ws: Workspace, team: str) -> Json:
-    def mark(config: Json) -> Json:
-        if config.get("state") != "deleting":
-            config["state"] = "deleting"
-            # journalled before the roster says so: once it does, the supervisor may remove
-            # the team (and its journal) the moment the roster lock is free
-            events.emit(ws, team, "team_deleting")
-        return config
-
-    return roster.update(ws, team, mark)
-
-
 def live_members(config: Json) -> list[Json]:
     return [m for m in config["members"] if roster.is_live(m)]
 

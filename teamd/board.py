@@ -295,27 +295,15 @@ def _status(tasks: Mapping[int, Mapping[str, Any]], task_id: int) -> Any:
     return None if task is None else task.get("status")
 
 
-def claimable(ws: Workspace, team: str, member: str | None = None) -> list[Task]:
-    """Tasks `member` could claim now (unowned ones, plus those already given to it)."""
-    tasks = _load_all(ws, team)
-    return [t for t in tasks.values() if is_claimable(tasks, t, member)]
-
-
-def claim(ws: Workspace, team: str, member: str, task_id: int | None = None) -> Json | None:
-    """Claim `task_id`, or the best claimable task: one already given to `member` first,
-    else the lowest unowned id. Re-checked under the board lock: no two owners, ever.
-    (Typed `Json`, not `Task`, while the teammate's loop reads it as such.)"""
+def claim(ws: Workspace, team: str, member: str, task_id: int) -> Json | None:
+    """Claim task `task_id` for `member`, re-checked under the board lock: no two owners,
+    ever. None when it is not claimable. (Typed `Json`, not `Task`, while the teammate's
+    loop reads it as such.)"""
     with locked(ws, team):
-        # a given task: read it and its blockers only; else every task, to pick one
-        tasks: Mapping[int, Task] = _Board(ws, team) if task_id is not None else \
-            _load_all(ws, team)
-        if task_id is not None:
-            if task_id not in tasks:
-                raise BadInput(f"unknown task #{task_id} in team {team!r}")
-            candidates = [tasks[task_id]] if is_claimable(tasks, tasks[task_id], member) else []
-        else:
-            ready = [t for t in tasks.values() if is_claimable(tasks, t, member)]
-            candidates = [t for t in ready if t["owner"] == member] or ready
+        tasks: Mapping[int, Task] = _Board(ws, team)  # the task and its blockers only
+        if task_id not in tasks:
+            raise BadInput(f"unknown task #{task_id} in team {team!r}")
+        candidates = [tasks[task_id]] if is_claimable(tasks, tasks[task_id], member) else []
         if not candidates:
             return None
         task = candidates[0]

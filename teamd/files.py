@@ -486,13 +486,6 @@ def _maybe_lock(path: Path, already: bool) -> Iterator[None]:
             yield
 
 
-def drain_jsonl(path: Path, consume: Callable[[list[Json]], None],
-                valid: Callable[[Json], bool] | None = None) -> list[Json]:
-    """Take every record out of `path` without losing one (see `drain_lines`); lines that
-    are not JSON objects passing `valid` are moved aside as "bad"."""
-    return drain_lines(path, consume, json_judge(valid)).taken
-
-
 def drain_lines(path: Path, consume: Callable[[list[Json]], None], judge: Judge,
                 take: Callable[[Json], bool] | None = None) -> Sorted:
     """Take records out of `path` without losing one.

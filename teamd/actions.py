@@ -405,6 +405,13 @@ def release_tasks(ws: Workspace, team: str, name: str) -> list[int]:
     return released
 
 
+def stops_without_handshake(member: Mapping[str, Any], force: bool,
+                            sender: str | None = None) -> bool:
+    """Whether a member that must go is stopped (desired=stopped) rather than asked: with
+    `force`, and always for a lead (it answers no shutdown request) or the one asking."""
+    return force or member["kind"] == "lead" or member["name"] in (LEAD, sender)
+
+
 def _open_shutdown(ws: Workspace, team: str, name: str, reason: str, sender: str
                    ) -> tuple[Request, Message]:
     """The request record and its `shutdown_request` message (not yet delivered)."""
@@ -520,7 +527,7 @@ def down(ws: Workspace, team: str, *, force: bool = False, sender: str | None = 
         name = m["name"]
         if m["desired"] == "stopped" and m["status"] == "shutdown":
             continue
-        if force or m["kind"] == "lead" or name == LEAD:
+        if stops_without_handshake(m, force, sender):
             stop(ws, team, name)
             out["stopped"].append(name)
             continue
@@ -729,7 +736,7 @@ def begin_delete(ws: Workspace, team: str, *, force: bool = False, purge: bool =
         if purge:
             config["purge"] = True  # whoever removes the folders keeps no archive
         for member in live_members(config):
-            if force or member["kind"] == "lead" or member["name"] in (LEAD, sender):
+            if stops_without_handshake(member, force, sender):
                 member["desired"] = "stopped"
             elif member["desired"] == "running" and member["status"] != "stopping":
                 record, msg = _open_shutdown(ws, team, member["name"],

@@ -103,14 +103,15 @@ class Ran:
     timed_out: bool
 
 
-def run(argv: list[str], cwd: Path, env: Mapping[str, str], *, timeout: float, cap: int,
+def run(argv: list[str], cwd: Path, env: Mapping[str, str], *, timeout: float | None,
+        cap: int,
         keep: int, stdin: bytes | None = None, stderr_only: bool = False,
         groups: set[int] | None = None) -> Ran:
     """Run `argv` in `cwd` in a new session (its own process group), with `env` as it is
     (give it `child_env`). `stdin` is fed (without it: /dev/null); the output kept is
     stdout and stderr merged, or with `stderr_only` stderr alone (stdout thrown away),
     `keep` bytes of head and of tail, returned as about `cap` characters. When the
-    command exits or `timeout` passes (0: none), its whole group is SIGKILLed: nothing it
+    command exits or `timeout` passes (None: no limit), its whole group is SIGKILLed: nothing it
     started outlives it. `groups` (a member's `Toolbox.groups`) holds the group while it
     runs, so a SIGTERM handler can kill it before the process dies.
 
@@ -130,7 +131,7 @@ def run(argv: list[str], cwd: Path, env: Mapping[str, str], *, timeout: float, c
     fd = pipe.fileno()
     os.set_blocking(fd, False)
     data = memoryview(stdin or b"")
-    deadline = time.monotonic() + timeout if timeout > 0 else None
+    deadline = None if timeout is None else time.monotonic() + timeout
     timed_out = exited = eof = False
     pidfd: int | None
     try:

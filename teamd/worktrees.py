@@ -22,10 +22,10 @@ from pathlib import Path
 from typing import Any
 
 from teamd import branches, events, files, roster
-from teamd.agent.tools_files import child_env
 from teamd.errors import BadInput, TeamdError
 from teamd.files import Json
 from teamd.layout import Workspace
+from teamd.pgroup import child_env
 
 log = logging.getLogger(__name__)
 

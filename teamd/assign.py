@@ -194,9 +194,8 @@ def plan_pending(ws: Workspace, team: str, member: Json) -> bool:
     `requests/`."""
     if not member.get("plan_mode_required"):
         return False
-    joined = member.get("joined_at") or 0
-    plans = [r for r in requests.list_requests(ws, team) if r["kind"] == "plan_approval"
-             and r["sender"] == member["name"] and (r.get("created_at") or 0) >= joined]
+    plans = requests.plans_of(requests.list_requests(ws, team), member["name"],
+                              member.get("joined_at"))
     if not plans:
         return False
     latest = max(plans, key=lambda r: r.get("created_at") or 0)

@@ -45,8 +45,10 @@ from teamd.actions.members import (
     stops_without_handshake,
 )
 from teamd.actions.messages import (
+    Sent,
     broadcast,
     inbox_owner,
+    route,
     send,
 )
 from teamd.actions.tasks import (
@@ -68,6 +70,7 @@ __all__ = [
     "FLAGS",
     "TOOL_INPUTS",
     "WINDING_DOWN",
+    "Sent",
     "Spelling",
     "add_task",
     "answer_request",
@@ -91,6 +94,7 @@ __all__ = [
     "require_team",
     "restart",
     "restart_all",
+    "route",
     "send",
     "set_budget",
     "shutdown",

@@ -55,13 +55,17 @@ def _ids_on_disk(ws: Workspace, team: str) -> list[int]:
     return sorted(int(m[1]) for m in map(_TASK_NAME.fullmatch, names) if m)
 
 
-def _read(ws: Workspace, team: str, task_id: int) -> Task | None:
-    """Task `task_id` read by its path, or None when there is no such task."""
+def read(ws: Workspace, team: str, task_id: int) -> Task | None:
+    """The one reader of a task file: task `task_id`, or None when it is missing or not a
+    task (a hand edit, said in the log: tasks are written atomically, so it is never a
+    torn write)."""
     path = ws.task(team, task_id)
     try:
         task = files.read_json(path)
         if task is not None and int(task["id"]) != task_id:
             raise ValueError(f"its id is {task['id']!r}")
+        if task is not None:
+            str(task["status"])
         return cast(Task | None, task)
     except (TeamdError, KeyError, TypeError, ValueError) as exc:
         # tasks are written atomically, so this is a hand edit: report, skip
@@ -80,7 +84,7 @@ class _Board(Mapping[int, Task]):
 
     def _get(self, task_id: int) -> Task | None:
         if task_id not in self._seen:
-            self._seen[task_id] = _read(self._ws, self._team, task_id)
+            self._seen[task_id] = read(self._ws, self._team, task_id)
         return self._seen[task_id]
 
     def put(self, task: Task) -> None:
@@ -103,7 +107,7 @@ class _Board(Mapping[int, Task]):
         return sum(1 for _ in self)
 
 
-def _load_all(ws: Workspace, team: str) -> dict[int, Task]:
+def read_all(ws: Workspace, team: str) -> dict[int, Task]:
     """Every readable task, in id order (a bad file is reported and skipped)."""
     return dict(_Board(ws, team).items())
 
@@ -113,7 +117,7 @@ def list_tasks(ws: Workspace, team: str) -> list[Json]:
     the supervisor read it as such.)"""
     if not ws.tasks_dir(team).is_dir():
         raise roster.unknown_team(ws, team)
-    return cast(list[Json], list(_load_all(ws, team).values()))
+    return cast(list[Json], list(read_all(ws, team).values()))
 
 
 def get(ws: Workspace, team: str, task_id: int) -> Json:
@@ -321,7 +325,7 @@ def release(ws: Workspace, team: str, member: str) -> list[int]:
         return []
     released = []
     with locked(ws, team):
-        for tid, task in _load_all(ws, team).items():
+        for tid, task in read_all(ws, team).items():
             if task["owner"] == member and task["status"] != "completed":
                 task.update({"owner": None, "status": "pending"})
                 _save(ws, team, task)

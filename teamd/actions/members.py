@@ -17,6 +17,7 @@ from teamd import (
     files,
     inbox,
     pidfile,
+    policy,
     requests,
     roster,
     settings,
@@ -116,11 +117,11 @@ def shutdown(ws: Workspace, team: str, name: str, *, reason: str = "",
     config = require_team(ws, team)
     sender = sender or roster.person(config)
     member = roster.get(config, name)
-    if member["desired"] == "stopped" and member["status"] == "shutdown":
+    if shut_down(member):
         raise BadInput(f"{name!r} is already shut down")
     with roster.locked(ws, team) as config:
         member = roster.get(config, name)
-        if member["desired"] == "stopped" and member["status"] == "shutdown":
+        if shut_down(member):
             # re-checked under the lock: a racing shutdown may have answered it meanwhile
             raise BadInput(f"{name!r} is already shut down")
         live = roster.is_live(member)
@@ -159,6 +160,11 @@ def release_tasks(ws: Workspace, team: str, name: str) -> list[int]:
     except BadInput:
         pass  # the team is gone: no roster to correct
     return released
+
+
+def shut_down(member: Mapping[str, Any]) -> bool:
+    """Already shut down: not to run, and exited (a shutdown asked now is refused)."""
+    return bool(member["desired"] == "stopped" and member["status"] == "shutdown")
 
 
 def stops_without_handshake(member: Mapping[str, Any], force: bool,
@@ -251,7 +257,7 @@ def _request_start(ws: Workspace, team: str, member: Member | Json, supervised: 
     member["restart_requested_at"] = time.time()
     # with a supervisor running the status is its to write (it forks the member now)
     if not roster.is_live(member) and not supervised \
-            and member["status"] in ("failed", "shutdown", "backoff"):
+            and member["status"] in (*policy.GONE, "backoff"):
         change = roster.set_status(member, "pending")
         events.status_changed(ws, team, member["name"], change)
 
@@ -280,7 +286,7 @@ def down(ws: Workspace, team: str, *, force: bool = False, sender: str | None = 
     out: Json = {"requests": [], "answered": [], "stopped": []}
     for m in config["members"]:
         name = m["name"]
-        if m["desired"] == "stopped" and m["status"] == "shutdown":
+        if shut_down(m):
             continue
         if stops_without_handshake(m, force, sender):
             stop(ws, team, name)

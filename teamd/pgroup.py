@@ -111,9 +111,9 @@ def run(argv: list[str], cwd: Path, env: Mapping[str, str], *, timeout: float | 
     (give it `child_env`). `stdin` is fed (without it: /dev/null); the output kept is
     stdout and stderr merged, or with `stderr_only` stderr alone (stdout thrown away),
     `keep` bytes of head and of tail, returned as about `cap` characters. When the
-    command exits or `timeout` passes (None: no limit), its whole group is SIGKILLed: nothing it
-    started outlives it. `groups` (a member's `Toolbox.groups`) holds the group while it
-    runs, so a SIGTERM handler can kill it before the process dies.
+    command exits or `timeout` passes (None: no limit), its whole group is SIGKILLed:
+    nothing it started outlives it. `groups` (a member's `Toolbox.groups`) holds the group
+    while it runs, so a SIGTERM handler can kill it before the process dies.
 
     The exit is watched through a pidfd so the group is killed while the command is still
     an unreaped zombie: its pid (the group id) cannot be reused before we signal it."""

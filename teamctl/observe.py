@@ -105,9 +105,9 @@ def status_doc(ws: Workspace, team_names: list[str]) -> Json:
             config = roster.load(ws, team)
             teams.append((config, board.list_tasks(ws, team),
                           requests.list_requests(ws, team)))
-        except BadInput:
-            continue  # deleted since the listing
         except TeamdError as exc:
+            if isinstance(exc, BadInput) and not ws.config(team).exists():
+                continue  # deleted since the listing
             unreadable.append({"name": team, "error": str(exc)})
     procs: dict[str, psutil.Process] = {}
     if supervisor is not None:

@@ -134,9 +134,13 @@ def _arguments(tool: str, tool_input: Json, cwd: Path) -> tuple[str, ...]:
     shown = main_argument(tool, tool_input, cwd)
     if tool == "bash" or not shown:
         return (shown,)
+    raw = str(tool_input[RULED[tool]])
+    path = os.path.expanduser(raw) if raw.startswith("~") else raw
     try:
+        # resolved from the path as given, not from `shown`: a link followed by `..`
+        # (`d/../config` with `d -> .git/hooks`) is where the tool writes, `.git/config`
         real_cwd = os.path.realpath(cwd)
-        resolved = os.path.relpath(os.path.realpath(os.path.join(real_cwd, shown)), real_cwd)
+        resolved = os.path.relpath(os.path.realpath(os.path.join(real_cwd, path)), real_cwd)
     except (OSError, ValueError):  # a NUL in the path: the tool itself refuses it
         return (shown,)
     return (shown,) if resolved == shown else (shown, resolved)

@@ -29,7 +29,7 @@ import psutil
 from teamd import budget, files, prices
 from teamd.errors import BadInput, TeamdError
 from teamd.files import Json
-from teamd.layout import LEAD, USER, Workspace
+from teamd.layout import LEAD, NAME_RE, USER, Workspace
 from teamd.proc import live_process
 from teamd.records import Member, MemberSpec, MemberStatus, Usage
 
@@ -191,12 +191,12 @@ def load(ws: Workspace, team: str, only: str | None = None) -> Json:
         config = files.read_json(ws.config(team))
         if config is None:
             raise unknown_team(ws, team)
+        check_shape(ws.config(team), config)
         if config.get("schema", 1) != SCHEMA:
             config = read_spec(ws, team)  # migrated first, under the lock
         return _merged(ws, team, config, only)
     with _roster_lock(ws, team):
         return _merged(ws, team, _read_spec(ws, team))
-
 
 
 class Cached:
@@ -238,6 +238,26 @@ class Cached:
             return {**self.spec, "members": [merge(m, self.status[m["name"]])
                                              for m in self.spec["members"]]}
 
+def check_shape(path: Path, config: Any) -> None:
+    """TeamdError naming `path` unless `config` has a roster's shape: an object whose
+    `state` is a team's state and whose `members` are objects with a valid `name` — so a
+    hand-edited file that parses is refused in one line, not met as a traceback later."""
+    def bad(why: str) -> TeamdError:
+        return TeamdError(f"{path}: not a roster: {why}")
+
+    if not isinstance(config, dict):
+        raise bad("not a JSON object")
+    if config.get("state") not in ("active", "deleting"):
+        raise bad(f"state {config.get('state')!r} is neither 'active' nor 'deleting'")
+    members = config.get("members")
+    if not isinstance(members, list):
+        raise bad("'members' is not a list")
+    for m in members:
+        if not isinstance(m, dict) or not isinstance(m.get("name"), str) or \
+                not NAME_RE.fullmatch(m["name"]):
+            raise bad(f"a member that is not an object with a valid name: {m!r:.80}")
+
+
 def _merged(ws: Workspace, team: str, config: Json, only: str | None = None) -> Json:
     members = [m for m in config["members"] if only is None or m["name"] == only]
     config["members"] = [merge(m, read_status(ws, team, m["name"])) for m in members]
@@ -250,6 +270,7 @@ def _read_spec(ws: Workspace, team: str) -> Json:
     config = files.read_json(path)
     if config is None:
         raise unknown_team(ws, team)
+    check_shape(path, config)
     schema = config.get("schema", 1)
     if schema == SCHEMA:
         return config

@@ -35,8 +35,13 @@ _REDIRECTS = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_COMMON_DIR",
 #: what a root inside the repository adds to `.git/info/exclude`
 EXCLUDED = ("teamd.toml", ".teams/", ".tasks/", ".worktrees/")
 #: before every git command's own arguments: no repository hook ever runs, whoever set
-#: `core.hooksPath` (a model's `bash` could have, in the shared `.git`: CONTRACT §11, §13)
-NO_HOOKS = ("-c", "core.hooksPath=/dev/null")
+#: `core.hooksPath` (a model's `bash` could have, in the shared `.git`: CONTRACT §11, §13);
+#: nor any other command a planted config names for the commands the product runs:
+#: `core.fsmonitor` runs at every `status`; `diff.external` and a textconv driver at a
+#: `diff`, `log` or `show`, which therefore get `NO_EXTERNAL_DIFF`
+NO_HOOKS = ("-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false")
+NO_EXTERNAL_DIFF = ("--no-ext-diff", "--no-textconv")
+_DIFFING = frozenset({"diff", "log", "show"})
 GIT_TIMEOUT = 120.0
 
 
@@ -64,6 +69,8 @@ def git(repo: Path | str, *args: str, check: bool = True, quiet_locks: bool = Fa
     extra = dict(env or {})
     if quiet_locks:
         extra["GIT_OPTIONAL_LOCKS"] = "0"  # a read (status) must not take index.lock
+    if args and args[0] in _DIFFING:
+        args = (args[0], *NO_EXTERNAL_DIFF, *args[1:])
     argv = ["git", "-C", str(repo), *NO_HOOKS, *args]
     try:
         done = subprocess.run(argv, capture_output=True, text=True, env=git_env(extra),

@@ -4,6 +4,7 @@ temporary repositories, the real `teamctl`, and the members' real tools (issue 1
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -317,3 +318,20 @@ def test_status_shows_branch_and_commits_ahead(ws: Workspace, repo: Path, team: 
     assert (rows["carol"]["branch"], rows["carol"]["ahead"]) == (None, None)
     table = ctl(ws, "status", TEAM)
     assert "BRANCH" in table and "teamd/crew/alice +2" in table
+
+
+def test_a_planted_fsmonitor_or_external_diff_never_runs(tmp_path: Path) -> None:
+    """Besides hooks, a model's `bash` could plant commands in the shared `.git/config` that
+    git runs by itself: `core.fsmonitor` at every `status`, `diff.external` at every
+    `diff`. The product's git commands run neither (plain git, for the proof, runs both)."""
+    repo = gitrepo.make_repo(tmp_path / "repo")
+    fsmon, extdiff = tmp_path / "FSMONITOR-RAN", tmp_path / "EXTDIFF-RAN"
+    git(repo, "config", "core.fsmonitor", f"touch {fsmon}; false")
+    git(repo, "config", "diff.external", f"sh -c 'touch {extdiff}'")
+    (repo / "README.md").write_text("# changed\n")
+    git(repo, "status", "--porcelain")  # the product's git (tests/gitrepo.git)
+    assert "# changed" in git(repo, "diff", "HEAD")
+    assert not fsmon.exists() and not extdiff.exists()
+    for args in (["status", "--porcelain"], ["diff", "HEAD"]):  # plain git runs them
+        subprocess.run(["git", "-C", str(repo), *args], capture_output=True, check=False)
+    assert fsmon.exists() and extdiff.exists()

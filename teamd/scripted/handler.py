@@ -4,8 +4,8 @@ This module owns `POST /v1/messages` (plain JSON, SSE streaming, errors with ret
 headers, and the faults a rule can ask for: a delay, a body that never ends, a body no
 client can parse, a reply cut halfway), `/v1/messages/count_tokens`, and the control
 endpoints (`GET /_health`, `GET /_requests`, `GET|POST /_scenario`). The shapes of the
-bytes are `teamd.scripted.wire`'s; the request record, the server object's
-(`teamd.scripted.server`), which this handler reaches as its `owner`.
+bytes are `teamd.scripted.wire`'s; the record of requests is the server's (`ScriptedServer`,
+a `teamd.scripted.record.Recorder`), which this handler reaches as its `owner`.
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ from typing import Any
 
 import psutil
 
-from teamd import board, branches, budget, pidfile, requests, roster, worktrees
+from teamd import board, branches, budget, gitcmd, pidfile, requests, roster
 from teamd.errors import BadInput, TeamdError
 from teamd.files import Json
 from teamd.layout import Workspace
@@ -85,7 +85,7 @@ def branch_facts(member: Json) -> dict[str, Any]:
         return {"branch": None, "ahead": None}
     try:
         return {"branch": record["branch"], "ahead": branches.member_unmerged(record)}
-    except worktrees.GitError:
+    except gitcmd.GitError:
         return {"branch": record["branch"], "ahead": None}
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from teamd import files
+from teamd import files, linescan
 from teamd.errors import TeamdError
 from tests.harness import file_size_limit
 
@@ -334,18 +334,18 @@ def test_a_huge_line_is_read_without_loading_it(folder: Path) -> None:
     tracemalloc.start()
     try:
         got: list[dict[str, object]] = []
-        found = files.drain_lines(path, got.extend, files.json_judge())
+        found = files.drain_lines(path, got.extend, linescan.json_judge())
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
     assert got == [{"n": 1}, {"n": 2}]
-    assert peak < 3 * files.MAX_LINE  # not the 10 MiB line
+    assert peak < 3 * linescan.MAX_LINE  # not the 10 MiB line
     [(refusal, line)] = found.refused
     assert line.long and line.length == huge + 11
     assert refusal.reason.startswith("line over")
     [rejected] = files.read_jsonl(files.rejected_path(path)).records
     assert rejected["bytes"] == huge + 11 and rejected["cut"] is True
-    assert len(rejected["line"]) == files.REJECT_HEAD
+    assert len(rejected["line"]) == linescan.REJECT_HEAD
     assert path.read_bytes() == b""
 
 
@@ -355,7 +355,7 @@ def test_scan_lines_finds_every_line_across_chunks(folder: Path) -> None:
     path.write_bytes(b"\n".join(lines) + b"\ntail")
     fd = os.open(path, os.O_RDONLY)
     try:
-        found = list(files.scan_lines(fd))
+        found = list(linescan.scan_lines(fd))
     finally:
         os.close(fd)
     assert [x.data for x in found] == [*lines, b"tail"]
@@ -368,7 +368,7 @@ def test_drain_leaves_what_take_refuses_in_place(folder: Path) -> None:
     files.append_jsonl(path, [{"n": n} for n in range(5)])
     inode = path.stat().st_ino
     got: list[dict[str, int]] = []
-    found = files.drain_lines(path, got.extend, files.json_judge(), take=lambda r: r["n"] < 2)
+    found = files.drain_lines(path, got.extend, linescan.json_judge(), take=lambda r: r["n"] < 2)
     assert got == [{"n": 0}, {"n": 1}] and len(found.left) == 3
     assert lines_of(path) == [b'{"n":2}\n', b'{"n":3}\n', b'{"n":4}\n']
     assert path.stat().st_ino != inode  # replaced whole (temp file, os.replace)

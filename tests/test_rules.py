@@ -17,7 +17,8 @@ from teamd import actions, hooks, permissions, settings
 from teamd.agent import tools_files
 from teamd.errors import BadInput
 from teamd.layout import Workspace
-from teamd.permissions import Permissions, decide, escape, main_argument, parse_rule
+from teamd.permission_rules import Permissions, parse_rule
+from teamd.permissions import decide, escape, main_argument
 
 
 def perms(default: str = "allow", **lists: list[str]) -> Permissions:

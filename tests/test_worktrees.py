@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from teamd import actions, board, events, roster, worktrees
+from teamd import actions, board, events, gitcmd, roster, worktrees
 from teamd.agent.tools import Toolbox, ToolResult
 from teamd.layout import Workspace
 from tests import gitrepo
@@ -210,7 +210,7 @@ def test_a_failed_commit_leaves_the_task_in_progress_with_gits_message(
 def test_git_never_sees_the_api_key(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ANTHROPIC_API_KEY", "fake-secret-0123456789")
     monkeypatch.setenv("GIT_DIR", "/elsewhere")
-    env = worktrees.git_env()
+    env = gitcmd.git_env()
     assert "ANTHROPIC_API_KEY" not in env and "GIT_DIR" not in env
     assert worktrees.toplevel(Path.cwd()) is None  # GIT_DIR did not leak into the call
 

@@ -24,7 +24,18 @@ from pathlib import Path
 from typing import Any
 
 from teamctl import output
-from teamd import actions, board, events, files, inbox, pidfile, roster, settings, worktrees
+from teamd import (
+    actions,
+    board,
+    events,
+    files,
+    gitcmd,
+    inbox,
+    pidfile,
+    roster,
+    settings,
+    worktrees,
+)
 from teamd.errors import TeamdError
 from teamd.layout import LEAD, USER, Workspace
 from teamd.proc import stop_subprocess
@@ -234,20 +245,20 @@ def make_repo(path: Path) -> Path:
     """The small application the team works on: a git repository with one commit. The
     demo's own identity is set in it, for the merges the person makes at the end."""
     files.ensure_dir(path)
-    worktrees.git(path, "init", "-q", "-b", "main")
+    gitcmd.git(path, "init", "-q", "-b", "main")
     for key, value in (("user.name", "teamd demo"), ("user.email", "demo@teamd.invalid"),
                        ("commit.gpgsign", "false")):
-        worktrees.git(path, "config", key, value)
+        gitcmd.git(path, "config", key, value)
     (path / "README.md").write_text("# The app\n\nA REST API, moving to GraphQL.\n")
-    worktrees.git(path, "add", "-A")
-    worktrees.git(path, "commit", "-q", "-m", "The app before the migration")
+    gitcmd.git(path, "add", "-A")
+    gitcmd.git(path, "commit", "-q", "-m", "The app before the migration")
     return path
 
 
 def show_work(ws: Workspace, repo: Path) -> None:
     """The ending: every teammate's branch, each task's commit, and the merges."""
     print("\nEach teammate worked on its own branch; each completed task is a commit:")
-    print(worktrees.git(repo, "branch", "--list", "-v", "--no-abbrev", "teamd/*").stdout
+    print(gitcmd.git(repo, "branch", "--list", "-v", "--no-abbrev", "teamd/*").stdout
           .rstrip())
     for task in board.list_tasks(ws, TEAM):
         for commit in task.get("commits") or []:
@@ -262,7 +273,7 @@ def show_work(ws: Workspace, repo: Path) -> None:
             print(f"  merged {done['branch']} into {done['into']}: {done['commit'][:10]}")
         else:
             print(f"  {done['branch']}: no commits of its own, nothing to merge")
-    print(worktrees.git(repo, "log", "--oneline", "--graph", "-n", "12").stdout.rstrip())
+    print(gitcmd.git(repo, "log", "--oneline", "--graph", "-n", "12").stdout.rstrip())
 
 class EventPrinter:
     """Prints the journal's new lines that tell the story, coloured per member."""

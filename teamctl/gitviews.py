@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from teamctl import output
-from teamd import branches, roster, worktrees
+from teamd import branches, gitcmd, roster, worktrees
 from teamd.files import Json
 from teamd.layout import Workspace
 
@@ -32,7 +32,7 @@ def merge(ws: Workspace, team: str, name: str, into: str | None, delete_branch: 
     """`teamctl merge`: merge, then (`--delete-branch`) delete the merged branch, or mark it
     to go with the member's worktree; say which."""
     done = worktrees.merge(ws, team, name, into=into)
-    record = worktrees.worktree_of(roster.load(ws, team), name)
+    record = gitcmd.worktree_of(roster.load(ws, team), name)
     note_uncommitted(record)
     if delete_branch:
         done["delete_branch"] = branches.delete_after_merge(ws, team, name)

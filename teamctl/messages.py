@@ -15,7 +15,7 @@ import typer
 
 from teamctl import complete, output
 from teamctl.params import JsonOpt, TeamArg, ws
-from teamd import actions, files, inbox, policy, roster
+from teamd import actions, files, inbox, policy, roster, suggest
 from teamd.errors import BadInput
 from teamd.files import Json
 from teamd.layout import LEAD
@@ -126,7 +126,7 @@ def _shown_types(types: list[str] | None, no_idle: bool) -> Callable[[Json], boo
     for kind in types or []:
         if kind not in inbox.TYPES:
             raise BadInput(f"--type {kind!r}: not a message type; one of "
-                           f"{', '.join(inbox.TYPES)}{roster.did_you_mean(kind, [*inbox.TYPES])}")
+                           f"{', '.join(inbox.TYPES)}{suggest.did_you_mean(kind, [*inbox.TYPES])}")
 
     def shown(m: Json) -> bool:
         if no_idle and m["type"] == "idle_notification":

@@ -15,7 +15,7 @@ from typing import Any
 
 import psutil
 
-from teamd import board, branches, budget, pidfile, requests, roster, worktrees
+from teamd import board, branches, budget, gitcmd, pidfile, requests, roster
 from teamd.errors import BadInput, TeamdError
 from teamd.files import Json
 from teamd.layout import Workspace
@@ -85,7 +85,7 @@ def branch_facts(member: Json) -> dict[str, Any]:
         return {"branch": None, "ahead": None}
     try:
         return {"branch": record["branch"], "ahead": branches.member_unmerged(record)}
-    except worktrees.GitError:
+    except gitcmd.GitError:
         return {"branch": record["branch"], "ahead": None}
 
 
@@ -105,9 +105,9 @@ def status_doc(ws: Workspace, team_names: list[str]) -> Json:
             config = roster.load(ws, team)
             teams.append((config, board.list_tasks(ws, team),
                           requests.list_requests(ws, team)))
-        except BadInput:
-            continue  # deleted since the listing
         except TeamdError as exc:
+            if isinstance(exc, BadInput) and not ws.config(team).exists():
+                continue  # deleted since the listing
             unreadable.append({"name": team, "error": str(exc)})
     procs: dict[str, psutil.Process] = {}
     if supervisor is not None:

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from teamd import roster, worktrees
+from teamd import gitcmd, roster
 from teamd.errors import BadInput
 from teamd.files import Json
 from teamd.layout import Workspace
@@ -29,7 +29,7 @@ def _others(branch: str) -> tuple[str, ...]:
 def unmerged(repo: Path, branch: str) -> int | None:
     """Commits of `branch` not reachable from any other local branch; None if git cannot
     tell (the branch is gone, the repository moved)."""
-    done = worktrees.git(repo, "rev-list", "--count", f"refs/heads/{branch}", *_others(branch),
+    done = gitcmd.git(repo, "rev-list", "--count", f"refs/heads/{branch}", *_others(branch),
                check=False, quiet_locks=True)
     return int(done.stdout.strip()) if done.returncode == 0 else None
 
@@ -41,7 +41,7 @@ def is_merged(repo: Path, branch: str) -> bool:
 
 def member_unmerged(record: Mapping[str, Any]) -> int | None:
     """`unmerged` for a member's worktree record."""
-    return unmerged(worktrees.repo_of(dict(record)), str(record["branch"]))
+    return unmerged(gitcmd.repo_of(dict(record)), str(record["branch"]))
 
 
 def reuse(repo: Path, branch: str, commit: str) -> None:
@@ -53,14 +53,14 @@ def reuse(repo: Path, branch: str, commit: str) -> None:
         raise BadInput(f"branch {branch} already exists in {repo} with {what} not merged "
                        f"into any other branch; merge it, or delete it with "
                        f"`git -C {repo} branch -d {branch}` once merged, or pick another name")
-    worktrees.git(repo, "branch", "--force", "--no-track", branch, commit)
+    gitcmd.git(repo, "branch", "--force", "--no-track", branch, commit)
 
 
 def delete(repo: Path, branch: str) -> str | None:
     """`git branch -d`: None once deleted (or already gone), else why not (git's words)."""
-    if not worktrees.branch_exists(repo, branch):
+    if not gitcmd.branch_exists(repo, branch):
         return None
-    done = worktrees.git(repo, "branch", "-d", branch, check=False)
+    done = gitcmd.git(repo, "branch", "-d", branch, check=False)
     return None if done.returncode == 0 else " ".join(done.stderr.split()) or "failed"
 
 
@@ -68,10 +68,10 @@ def delete_after_merge(ws: Workspace, team: str, name: str) -> Json:
     """`merge --delete-branch`: delete the member's merged branch now if no worktree holds
     it, else mark it to go with the worktree (`worktree.delete_branch`, carried out by
     `worktrees.release`). Returns {"branch", "deleted", "deferred", "reason"}."""
-    record = worktrees.worktree_of(roster.load(ws, team), name)
+    record = gitcmd.worktree_of(roster.load(ws, team), name)
     report: Json = {"branch": record["branch"], "deleted": False, "deferred": False,
                     "reason": None}
-    repo = worktrees.repo_of(record)
+    repo = gitcmd.repo_of(record)
     if Path(record["path"]).exists():
         def mark(config: Json) -> None:
             held = roster.find(config, name)
@@ -82,7 +82,7 @@ def delete_after_merge(ws: Workspace, team: str, name: str) -> Json:
         roster.update(ws, team, mark)
         report["deferred"] = True
         return report
-    worktrees.git(repo, "worktree", "prune", check=False)
+    gitcmd.git(repo, "worktree", "prune", check=False)
     report["reason"] = delete(repo, record["branch"])
     report["deleted"] = report["reason"] is None
     return report
@@ -96,7 +96,7 @@ def prunable(members: Sequence[Mapping[str, Any]]) -> dict[str, list[str]]:
         record = m.get("worktree")
         if not record:
             continue
-        repo = worktrees.repo_of(dict(record))
-        if worktrees.branch_exists(repo, record["branch"]) and is_merged(repo, record["branch"]):
+        repo = gitcmd.repo_of(dict(record))
+        if gitcmd.branch_exists(repo, record["branch"]) and is_merged(repo, record["branch"]):
             found.setdefault(str(repo), []).append(record["branch"])
     return found

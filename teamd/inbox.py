@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 from numbers import Real
 from typing import Any, cast
 
-from teamd import events, files
+from teamd import events, files, linescan
 from teamd.errors import BadInput
 from teamd.files import Json
 from teamd.layout import Workspace
@@ -85,9 +85,9 @@ def make(type_: str, sender: str, recipient: str, content: str, **extra: Any) ->
     if why is not None:
         raise BadInput(f"{type_}: {why}")
     size = len(files.dumps_line(msg))
-    if size > files.MAX_LINE:
+    if size > linescan.MAX_LINE:
         raise BadInput(f"the message is {size} bytes as a line; the limit is "
-                       f"{files.MAX_LINE} (1 MiB)")
+                       f"{linescan.MAX_LINE} (1 MiB)")
     return cast(Message, msg)
 
 
@@ -141,31 +141,31 @@ def refusal(record: Json) -> str | None:
     return None
 
 
-def judge() -> files.Judge:
+def judge() -> linescan.Judge:
     """A reader's verdict on each line of one inbox, read oldest first: the message, or
     why it is refused. Stateful: a second line with an id already accepted is a
     `duplicate id` (the first is the message)."""
     seen: set[str] = set()
 
-    def verdict(line: files.RawLine) -> Json | files.Refusal:
+    def verdict(line: linescan.RawLine) -> Json | linescan.Refusal:
         if line.long:
-            return files.Refusal(f"line over 1 MiB ({line.length} bytes)")
+            return linescan.Refusal(f"line over 1 MiB ({line.length} bytes)")
         try:
             text = line.data.decode("utf-8")
         except UnicodeDecodeError:
-            return files.Refusal("not UTF-8")
+            return linescan.Refusal("not UTF-8")
         try:
             record = json.loads(text)
         except ValueError:
-            return files.Refusal("not JSON")
+            return linescan.Refusal("not JSON")
         if not isinstance(record, dict):
-            return files.Refusal("not a JSON object")
+            return linescan.Refusal("not a JSON object")
         mid = record.get("id") if isinstance(record.get("id"), str) else None
         why = refusal(record)
         if why is not None:
-            return files.Refusal(why, mid)
+            return linescan.Refusal(why, mid)
         if record["id"] in seen:
-            return files.Refusal("duplicate id", mid)
+            return linescan.Refusal("duplicate id", mid)
         seen.add(record["id"])
         return record
 
@@ -176,7 +176,7 @@ def peek(ws: Workspace, team: str, name: str) -> list[Json]:
     """What is waiting in `name`'s inbox, without taking it. Lines a reader refuses are
     skipped and reported, not moved (only a drain, which holds the lock, moves them)."""
     path = ws.inbox(team, name)
-    found = files.read_lines(path, judge())
+    found = linescan.read_lines(path, judge())
     if found.refused:
         log.warning("%s: skipping %d line(s) that are not messages (%s); its owner's next "
                     "read moves them to %s", path, len(found.refused),
@@ -197,7 +197,7 @@ def drain(ws: Workspace, team: str, name: str, consume: Callable[[list[Json]], N
 
 def take(ws: Workspace, team: str, name: str, consume: Callable[[list[Json]], None], *,
          max_messages: int | None = None, max_content: int | None = None,
-         hold: Callable[[Json], bool] | None = None) -> files.Sorted:
+         hold: Callable[[Json], bool] | None = None) -> linescan.Sorted:
     """`drain`, saying also what it refused and how much it left in the inbox. `hold`,
     asked of each message in turn (oldest first), leaves one for a later drain when True
     (never a shutdown_request)."""

@@ -1,5 +1,6 @@
-"""Permission rules (CONTRACT.md §11): parsing `Tool` / `Tool(glob)`, deciding a call, the
-team's "always" answers in `.teams/{team}/permissions.json`, and opening an ask.
+"""Permission rules at work (CONTRACT.md §11): deciding a call, the team's "always" answers
+in `.teams/{team}/permissions.json`, and opening an ask. The rules' format and the
+`[permissions]` table are `teamd.permission_rules`'s.
 
 A rule is an `fnmatch` glob over a tool's main argument: the command of `bash` (surrounding
 whitespace trimmed), the path of a file tool made relative to the member's cwd and
@@ -9,11 +10,9 @@ normalised. The first match in the order deny → always → ask → allow decid
 
 from __future__ import annotations
 
-import fnmatch
 import hashlib
 import logging
 import os
-import re
 import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -24,95 +23,18 @@ from teamd import events, files, inbox, requests
 from teamd.errors import BadInput
 from teamd.files import Json
 from teamd.layout import Workspace
+from teamd.permission_rules import RULED, Permissions, Rule, parse_rule
 
 log = logging.getLogger(__name__)
 
-#: the only tools rules apply to, and the input that is each one's main argument
-RULED = {"bash": "command", "read_file": "path", "write_file": "path", "edit_file": "path"}
-ACTIONS = ("allow", "ask", "deny")
 #: how much of the main argument a permission_request message carries (the record has all)
 ARG_SHOWN = 4096
-_RULE_RE = re.compile(r"(?P<tool>[A-Za-z_][A-Za-z0-9_]*)(?:\((?P<pattern>.*)\))?", re.DOTALL)
-
-
-@dataclass(frozen=True)
-class Rule:
-    """One rule as written (`text`), and what it means: a tool and a glob, or any input."""
-
-    text: str
-    tool: str
-    pattern: str | None
-
-    def matches(self, tool: str, arguments: tuple[str, ...]) -> bool:
-        if tool != self.tool:
-            return False
-        if self.pattern is None:
-            return True
-        return any(fnmatch.fnmatchcase(a, self.pattern) for a in arguments)
-
-
-@dataclass(frozen=True)
-class Permissions:
-    """The `[permissions]` table of teamd.toml."""
-
-    default: str = "allow"
-    allow: tuple[Rule, ...] = ()
-    ask: tuple[Rule, ...] = ()
-    deny: tuple[Rule, ...] = ()
-
-    def as_toml_table(self) -> dict[str, Any]:
-        return {"default": self.default, **{k: [r.text for r in getattr(self, k)]
-                                            for k in ("allow", "ask", "deny")}}
 
 
 @dataclass(frozen=True)
 class Verdict:
     action: str  # allow | ask | deny
     rule: str  # the rule's text, "always: …" for the team's answers, or "default"
-
-
-def parse_rule(text: Any) -> Rule:
-    """`Tool` or `Tool(glob)` over a ruled tool; BadInput naming the rule otherwise."""
-    if not isinstance(text, str):
-        raise BadInput(f"rule {text!r} is not text")
-    found = _RULE_RE.fullmatch(text.strip())
-    if found is None:
-        raise BadInput(f'bad rule "{text}": write Tool or Tool(pattern), e.g. "bash(git push*)"')
-    tool, pattern = found["tool"], found["pattern"]
-    if tool not in RULED:
-        raise BadInput(f'bad rule "{text}": {tool!r} is not a ruled tool; only '
-                       f"{', '.join(RULED)} are")
-    if pattern is not None and not pattern.strip():
-        raise BadInput(f'bad rule "{text}": the pattern is empty (write "{tool}" for any input)')
-    return Rule(text.strip(), tool, pattern)
-
-
-def parse_table(table: Any, where: str) -> Permissions:
-    """The `[permissions]` table; BadInput naming the key or the rule that is wrong."""
-    import difflib
-
-    if not isinstance(table, dict):
-        raise BadInput(f"{where}: [permissions] must be a table")
-    keys = ("default", *ACTIONS)
-    for key in table:
-        if key not in keys:
-            close = difflib.get_close_matches(str(key), keys, n=1)
-            hint = f" (did you mean {close[0]!r}?)" if close else ""
-            raise BadInput(f"{where}: unknown key {key!r} in [permissions]{hint}")
-    default = table.get("default", "allow")
-    if default not in ACTIONS:
-        raise BadInput(f"{where}: [permissions] default must be one of {', '.join(ACTIONS)}, "
-                       f"got {default!r}")
-    lists: dict[str, tuple[Rule, ...]] = {}
-    for key in ACTIONS:
-        rules = table.get(key, [])
-        if not isinstance(rules, list):
-            raise BadInput(f"{where}: [permissions] {key} must be a list of rules")
-        try:
-            lists[key] = tuple(parse_rule(r) for r in rules)
-        except BadInput as exc:
-            raise BadInput(f"{where}: [permissions] {key}: {exc}") from None
-    return Permissions(default=default, **lists)
 
 
 # -- deciding ----------------------------------------------------------------------------
@@ -134,9 +56,13 @@ def _arguments(tool: str, tool_input: Json, cwd: Path) -> tuple[str, ...]:
     shown = main_argument(tool, tool_input, cwd)
     if tool == "bash" or not shown:
         return (shown,)
+    raw = str(tool_input[RULED[tool]])
+    path = os.path.expanduser(raw) if raw.startswith("~") else raw
     try:
+        # resolved from the path as given, not from `shown`: a link followed by `..`
+        # (`d/../config` with `d -> .git/hooks`) is where the tool writes, `.git/config`
         real_cwd = os.path.realpath(cwd)
-        resolved = os.path.relpath(os.path.realpath(os.path.join(real_cwd, shown)), real_cwd)
+        resolved = os.path.relpath(os.path.realpath(os.path.join(real_cwd, path)), real_cwd)
     except (OSError, ValueError):  # a NUL in the path: the tool itself refuses it
         return (shown,)
     return (shown,) if resolved == shown else (shown, resolved)

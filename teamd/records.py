@@ -5,12 +5,17 @@ These are `TypedDict`s, not classes: the records are read from and written to JS
 are, and a reader keeps any field it does not know (a later issue's, a hand edit's). A
 field that a record may lack — a later issue's, or one only some kinds carry — is
 `NotRequired`; readers treat an absent field as null (CONTRACT §4). Generic documents (a
-team's `config.json` as a whole, an event) stay `files.Json`.
+team's `config.json` as a whole, an event) stay `files.Json`; `check_shape` says whether a
+`config.json` read from disk is a roster at all.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, NotRequired, TypedDict
+
+from teamd.errors import TeamdError
+from teamd.layout import NAME_RE
 
 
 class Usage(TypedDict):
@@ -149,3 +154,23 @@ class Request(TypedDict):
     argument: NotRequired[str | None]
     ran: NotRequired[bool]
     asked: NotRequired[bool]
+
+
+def check_shape(path: Path, config: Any) -> None:
+    """TeamdError naming `path` unless `config` has a roster's shape: an object whose
+    `state` is a team's state and whose `members` are objects with a valid `name` — so a
+    hand-edited file that parses is refused in one line, not met as a traceback later."""
+    def bad(why: str) -> TeamdError:
+        return TeamdError(f"{path}: not a roster: {why}")
+
+    if not isinstance(config, dict):
+        raise bad("not a JSON object")
+    if config.get("state") not in ("active", "deleting"):
+        raise bad(f"state {config.get('state')!r} is neither 'active' nor 'deleting'")
+    members = config.get("members")
+    if not isinstance(members, list):
+        raise bad("'members' is not a list")
+    for m in members:
+        if not isinstance(m, dict) or not isinstance(m.get("name"), str) or \
+                not NAME_RE.fullmatch(m["name"]):
+            raise bad(f"a member that is not an object with a valid name: {m!r:.80}")

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import difflib
 import logging
 import os
 import time
@@ -31,7 +30,8 @@ from teamd.errors import BadInput, TeamdError
 from teamd.files import Json
 from teamd.layout import LEAD, USER, Workspace
 from teamd.proc import live_process
-from teamd.records import Member, MemberSpec, MemberStatus, Usage
+from teamd.records import Member, MemberSpec, MemberStatus, Usage, check_shape
+from teamd.suggest import did_you_mean, listing
 
 COLORS = ("cyan", "yellow", "magenta", "green", "blue")
 STATUSES = ("pending", "starting", "active", "idle", "waiting", "paused", "sleeping",
@@ -44,24 +44,11 @@ T = TypeVar("T")
 log = logging.getLogger(__name__)
 
 
-def did_you_mean(name: str, choices: list[str]) -> str:
-    """"; did you mean 'x'?" for the closest of `choices`, or "" when none is close."""
-    close = difflib.get_close_matches(name, choices, n=1, cutoff=0.6)
-    return f"; did you mean {close[0]!r}?" if close else ""
-
-
-def _listing(what: str, names: list[str], most: int = 10) -> str:
-    if not names:
-        return f"no {what}"
-    shown = ", ".join(names[:most])
-    return f"{what}: {shown}{', …' if len(names) > most else ''}"
-
-
 def unknown_team(ws: Workspace, team: str) -> BadInput:
     """The one error for a team that does not exist: which root was searched, the teams
     there, and the closest name."""
     teams = ws.team_names()
-    return BadInput(f"unknown team {team!r} in {ws.root} ({_listing('teams', teams)})"
+    return BadInput(f"unknown team {team!r} in {ws.root} ({listing('teams', teams)})"
                     f"{did_you_mean(team, teams)}")
 
 
@@ -69,7 +56,7 @@ def unknown_member(config: Json, name: str, what: str = "member") -> BadInput:
     """The one error for a name that is not in the team's roster."""
     members = names(config)
     return BadInput(f"unknown {what} {name!r} in team {config['name']!r} "
-                    f"({_listing('members', members)}){did_you_mean(name, members)}")
+                    f"({listing('members', members)}){did_you_mean(name, members)}")
 
 
 #: the roster's schema: 2 is spec (`config.json`) and status (`members/{name}.json`) apart
@@ -139,7 +126,7 @@ def _lock(path: Path, *, create: bool) -> Iterator[bool]:
 
 
 @contextmanager
-def _roster_lock(ws: Workspace, team: str) -> Iterator[None]:
+def roster_lock(ws: Workspace, team: str) -> Iterator[None]:
     """The roster lock (`config.json.lock`); BadInput if the team does not exist."""
     with _lock(ws.config(team), create=True) as held_lock:
         if not held_lock:
@@ -164,7 +151,7 @@ def status_lock(ws: Workspace, team: str, name: str) -> Iterator[None]:
 def read_spec(ws: Workspace, team: str) -> Json:
     """`config.json` (schema 2, migrated first if need be): the team's fields and each
     member's spec, no live field. BadInput if the team does not exist."""
-    with _roster_lock(ws, team):
+    with roster_lock(ws, team):
         return _read_spec(ws, team)
 
 
@@ -191,52 +178,13 @@ def load(ws: Workspace, team: str, only: str | None = None) -> Json:
         config = files.read_json(ws.config(team))
         if config is None:
             raise unknown_team(ws, team)
+        check_shape(ws.config(team), config)
         if config.get("schema", 1) != SCHEMA:
             config = read_spec(ws, team)  # migrated first, under the lock
         return _merged(ws, team, config, only)
-    with _roster_lock(ws, team):
+    with roster_lock(ws, team):
         return _merged(ws, team, _read_spec(ws, team))
 
-
-
-class Cached:
-    """A team's roster kept in memory by teamd and re-read only where a file changed, so a
-    reconcile costs in proportion to what changed, not to the size of the team (CONTRACT §4,
-    scale issue). The owner says what inotify named — `config.json` (`spec_changed`) or
-    `members/{name}.json` (`member_changed`) — and `load` re-reads just that, under the
-    roster lock like `load` above. A changed `config.json` re-reads every status file too:
-    a two-file step writes `config.json` first, so its status half may still be queued as
-    an unread inotify event, and a fresh spec beside a stale status is the half-done step
-    `load` is careful never to show."""
-
-    def __init__(self, ws: Workspace, team: str) -> None:
-        self.ws, self.team = ws, team
-        self.spec: Json | None = None
-        self.status: dict[str, MemberStatus | None] = {}
-        self.stale: set[str] = set()
-
-    def spec_changed(self) -> None:
-        self.spec = None
-
-    def member_changed(self, name: str) -> None:
-        self.stale.add(name)
-
-    def load(self) -> Json:
-        """The merged roster, as `load(ws, team)` would read it now."""
-        with _roster_lock(self.ws, self.team):
-            if self.spec is None:
-                self.spec = _read_spec(self.ws, self.team)
-                self.status.clear()
-            for m in self.spec["members"]:
-                name = m["name"]
-                if name in self.stale or name not in self.status:
-                    self.status[name] = read_status(self.ws, self.team, name)
-            self.stale.clear()
-            if len(self.status) > len(self.spec["members"]):  # members removed meanwhile
-                kept = {m["name"] for m in self.spec["members"]}
-                self.status = {n: s for n, s in self.status.items() if n in kept}
-            return {**self.spec, "members": [merge(m, self.status[m["name"]])
-                                             for m in self.spec["members"]]}
 
 def _merged(ws: Workspace, team: str, config: Json, only: str | None = None) -> Json:
     members = [m for m in config["members"] if only is None or m["name"] == only]
@@ -250,6 +198,7 @@ def _read_spec(ws: Workspace, team: str) -> Json:
     config = files.read_json(path)
     if config is None:
         raise unknown_team(ws, team)
+    check_shape(path, config)
     schema = config.get("schema", 1)
     if schema == SCHEMA:
         return config
@@ -310,7 +259,7 @@ class _Held(dict[str, Any]):
 def held(ws: Workspace, team: str) -> Iterator[Json]:
     """Hold the roster lock and yield the roster (merged), written back only by `save`: for
     a step that writes several files in an order of its own, the roster at a chosen point."""
-    with _roster_lock(ws, team):
+    with roster_lock(ws, team):
         config = _Held(_merged(ws, team, _read_spec(ws, team)))
         config.on_disk = copy.deepcopy(dict(config))
         yield config
@@ -403,7 +352,7 @@ def update_member(ws: Workspace, team: str, name: str,
     members carry their spec only), read under the roster lock so a person's change
     (`desired`, a delete) cannot slip in between; then the member's lock is taken and only
     its STATUS_FIELDS are written, to its status file."""
-    with _roster_lock(ws, team):
+    with roster_lock(ws, team):
         config = _read_spec(ws, team)
         spec = find(config, name)
         if spec is None:

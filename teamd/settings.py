@@ -20,9 +20,9 @@ from typing import TYPE_CHECKING, Any
 
 from teamd.errors import BadInput, TeamdError
 from teamd.layout import Workspace
+from teamd.permission_rules import Permissions, parse_table
 
 if TYPE_CHECKING:
-    from teamd.permissions import Permissions
     from teamd.prices import Price
 
 log = logging.getLogger(__name__)
@@ -37,12 +37,6 @@ EFFORTS = ("low", "medium", "high", "max")
 CHOICES: dict[str, tuple[str, ...]] = {"lead_wake_on_idle": ("quiet", "each"),
                                        "cache_ttl": ("auto", "5m", "1h"),
                                        "effort": ("", *EFFORTS)}
-
-
-def _no_permissions() -> Permissions:
-    from teamd.permissions import Permissions  # late: permissions imports the journal
-
-    return Permissions()
 
 
 @dataclass(frozen=True)
@@ -75,7 +69,7 @@ class Settings:
     api_key_file: str = ""
     #: output_config.effort for members that set none; "" = the model's default (§6, §10)
     effort: str = ""
-    permissions: Permissions = field(default_factory=_no_permissions)
+    permissions: Permissions = field(default_factory=Permissions)
     #: hook name → shell command, only the hooks that are set
     hooks: Mapping[str, str] = field(default_factory=dict)
     #: model → price, from `[prices]`: overrides and additions to the built-in table
@@ -213,8 +207,6 @@ def load_or_keep(ws: Workspace, previous: Settings) -> Settings:
 
 def _parse_table(key: str, value: Any, where: str) -> Any:
     if key == "permissions":
-        from teamd.permissions import parse_table
-
         return parse_table(value, where)
     if key == "prices":
         from teamd import prices

@@ -5,20 +5,18 @@ wakeup fd); the main loop dispatches `handle_<signal>`, reconciles the roster's 
 state with the member processes when inotify says a file that matters changed, and runs
 timers (SIGKILL after `stop_timeout`, backoff restarts, the systemd watchdog, the sweep for
 strays). What to do for a member and what an exit means are `policy`'s (`decide`,
-`after_exit`); forking and ending processes are `processes`'. Every teammate is forked from
-this single-threaded parent after the heavy modules are imported once (`model.preload`).
+`after_exit`); forking and ending processes are `processes`'. The waiting (signals,
+inotify, timers) is `wakeups`', reaping and recording exits and the stop of everything
+`exits`'. Every teammate is forked from this single-threaded parent after the heavy
+modules are imported once (`model.preload`).
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import select
-import signal
 import time
-from collections.abc import Callable
-from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from teamd import (
     __version__,
@@ -30,6 +28,7 @@ from teamd import (
     policy,
     repair,
     roster,
+    roster_cache,
     troubles,
 )
 from teamd import assign as assign_mod
@@ -37,37 +36,34 @@ from teamd import settings as settings_mod
 from teamd import wake as wake_mod
 from teamd.deprecations import journal_deprecated
 from teamd.errors import BadInput, TeamdError
+from teamd.exits import Exits
 from teamd.files import Json
 from teamd.holds import Holds, short_of_room
-from teamd.layout import LEAD, NAME_RE, SUPERVISOR, USER, Workspace
+from teamd.layout import Workspace
 from teamd.model_limits import cap_warning
 from teamd.notify import Notifier, format_status
 from teamd.paging import Pager
 from teamd.policy import Verb
-from teamd.proc import become_subreaper, decode_wait_status, describe_exit, drain_fd
+from teamd.proc import become_subreaper
 from teamd.processes import (
     FD_HEADROOM,
     Ladder,
     MemberProcess,
     Orphan,
-    find_strays,
     fork_process,
     spare_fds,
 )
 from teamd.troubles import Troubles
+from teamd.wakeups import SAFETY_INTERVAL
 from teamd.watch import Watcher
 
 log = logging.getLogger(__name__)
 
-T = TypeVar("T")
-
-SAFETY_INTERVAL = 5.0  # a reconcile at least this often, in case a wakeup was missed
 WAIT_LIVE_INTERVAL = 0.2  # re-check while a previous supervisor's process winds down
-INBOX_SUFFIX = "_inbox.jsonl"
 
 
-class Supervisor:
-    SIGNALS = (signal.SIGCHLD, signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+class Supervisor(Exits):
+    """`teamd run`'s loop; its waits are `Wakeups`', its reaping and stopping `Exits`'."""
 
     def __init__(self, ws: Workspace) -> None:
         self.ws = ws
@@ -97,7 +93,7 @@ class Supervisor:
         self.boards = assign_mod.Boards(ws)
         self.roster_touched: set[str] = set()
         # each team's roster as last read, re-read only where inotify named a change
-        self.views: dict[str, roster.Cached] = {}
+        self.views: dict[str, roster_cache.Cached] = {}
         self.repairs = repair.Repairs(ws, self.update_member)  # a roster that lies, put right
 
     # -- life cycle ----------------------------------------------------------------------
@@ -129,66 +125,6 @@ class Supervisor:
             self.stop_all()
         return 0
 
-    def init_signals(self) -> None:
-        r, w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
-        self._pipe = (r, w)
-        signal.set_wakeup_fd(w, warn_on_full_buffer=False)
-        for sig in self.SIGNALS:
-            signal.signal(sig, self.enqueue_signal)
-
-    def enqueue_signal(self, signum: int, frame: object) -> None:
-        self.sig_queue.append(signum)  # the loop does the work; handlers only take note
-
-    def sleep(self) -> bool:
-        """Wait for a signal, a file that matters, or the next timer. True when the roster
-        should be reconciled (a journal line or a session write is not a reason)."""
-        assert self._pipe is not None and self._watcher is not None
-        if self.sig_queue:
-            return True
-        timeout = self.next_timeout()
-        fds: list[Any] = [self._pipe[0]]
-        if not self._watcher.polling:
-            fds.append(self._watcher)
-        try:
-            ready, _, _ = select.select(fds, [], [], timeout)
-        except InterruptedError:
-            ready = []
-        if not ready:
-            return True  # a timer is due
-        dirty = False
-        if self._pipe[0] in ready:
-            dirty = True
-            drain_fd(self._pipe[0])
-        if self._watcher in ready:
-            changes, overflow = self._watcher.drain_events()
-            if overflow:  # events were lost: read the boards and the rosters again
-                self.boards.reload_all()
-                self.views.clear()
-            for folder, name in changes:
-                if folder in (self.ws.teams_dir, self.ws.tasks_root) and NAME_RE.fullmatch(name):
-                    self.watch_team(name)  # before its config.json lands, so none slips
-                if self.note_change(folder, name):  # pokes, the board, the cached roster
-                    dirty = True
-        return dirty
-
-    def next_timeout(self) -> float:
-        now = time.time()
-        deadlines = [now + SAFETY_INTERVAL]
-        kill_due = self.ladder.next_due(self.conf.stop_timeout)
-        if kill_due is not None:
-            deadlines.append(kill_due)
-        if self.wake_at is not None:
-            deadlines.append(self.wake_at)
-        if self.watchdog_every:
-            deadlines.append(self.next_watchdog)
-        return max(0.0, min(deadlines) - now)
-
-    def dispatch_signals(self) -> None:
-        while self.sig_queue:
-            sig = self.sig_queue.pop(0)
-            name = signal.Signals(sig).name.lower()
-            getattr(self, f"handle_{name[3:]}")()
-
     def handle_chld(self) -> None:
         self.reap_processes()
 
@@ -213,13 +149,6 @@ class Supervisor:
         else:
             self.troubles.clear_all(troubles.SETTINGS)
         self.notifier.ready(self.status_line())
-
-    def watch_team(self, team: str) -> None:
-        assert self._watcher is not None
-        for folder in (self.ws.team_dir(team), self.ws.members_dir(team),
-                       self.ws.tasks_dir(team)):
-            if folder.is_dir():
-                self._watcher.add(folder)
 
     # -- timers --------------------------------------------------------------------------
     def run_timers(self) -> None:
@@ -261,7 +190,7 @@ class Supervisor:
         try:
             view = self.views.get(team)
             if view is None:
-                view = self.views[team] = roster.Cached(self.ws, team)
+                view = self.views[team] = roster_cache.Cached(self.ws, team)
             config = view.load()
         except BadInput:
             raise
@@ -350,56 +279,6 @@ class Supervisor:
             return bool(waiting)
         return policy.mail_wakes_lead(waiting, members, live, self.conf.lead_wake_on_idle)
 
-    # -- waking members through their pipes; handing out tasks --------------------
-    def note_change(self, folder: Path | None, name: str) -> bool:
-        """A file inotify named: poke the member whose inbox it is; keep the board index
-        and the cached roster of its team up to date (only that file is read again);
-        remember a roster or spend change for `roster_pokes`. True when the change needs a
-        reconcile: mail for a member that is up needs none (unless it was just given a
-        task: its taking it in is news), nor does a spend."""
-        if folder is None:
-            return True
-        if folder in (self.ws.teams_dir, self.ws.tasks_root):
-            self.boards.forget(name)  # a team came or went: its board is new
-            self.views.pop(name, None)
-            return True
-        if folder.parent == self.ws.tasks_root:
-            self.boards.note_file(folder.name, name)
-            return name.endswith(".highwatermark") or (
-                name.endswith(".json") and name[:-5].isdigit())
-        if folder.parent.parent == self.ws.teams_dir:  # members/: one member's live state
-            team = folder.parent.name
-            if name.endswith(".json") and team in self.views:
-                self.views[team].member_changed(name[:-5])
-            self.roster_touched.add(team)
-            return name.endswith(".json")
-        team = folder.name
-        if name.endswith(INBOX_SUFFIX):
-            owner = name[:-len(INBOX_SUFFIX)]
-            return not self.poke_members(team, [owner]) or self.boards.is_given(team, owner)
-        if name in ("config.json", "members"):
-            if name == "members" and self._watcher is not None:
-                self._watcher.add(folder / name)  # made after the team folder was seen
-            if team in self.views:
-                self.views[team].spec_changed()
-            self.roster_touched.add(team)
-            return True
-        if name == "spend.json":
-            self.roster_touched.add(team)
-        return False
-
-    def poke_members(self, team: str, names: list[str]) -> bool:
-        """Poke the live children among `names`; True if every one of them was poked."""
-        poked = 0
-        for process in self.processes.values():
-            if process.team == team and process.name in names and process.wake_w is not None:
-                if wake_mod.poke(process.wake_w):
-                    poked += 1
-                else:
-                    wake_mod.close(process.wake_w)  # the member is gone
-                    process.wake_w = None
-        return poked == len(names)
-
     def check_models(self, team: str, members: list[Json]) -> None:
         """Once per model per start in each team using it: a `max_tokens` above its output
         limit (teamd's log), deprecated or retired (the log and the journal)."""
@@ -428,10 +307,6 @@ class Supervisor:
         self.ladder.terminate(orphan, now, warning="of an earlier supervisor is still running")
         self.wake_in(WAIT_LIVE_INTERVAL)
 
-    def wake_in(self, seconds: float) -> None:
-        at = time.time() + max(0.0, seconds)
-        self.wake_at = at if self.wake_at is None else min(self.wake_at, at)
-
     def mark(self, team: str, name: str, status: str) -> None:
         """Write `status` for a member with no process. A `shutdown` is re-checked against
         `desired` under the roster lock: the reconcile's snapshot may predate a `restart`
@@ -451,26 +326,6 @@ class Supervisor:
         events.status_changed(self.ws, team, name, moved)
         if status == "shutdown":
             self.release_tasks(team, name)
-
-    # -- what teamd writes of a member: its cached roster forgets the old copy at once, so a
-    # reconcile before the write's inotify event is drained never acts on it
-    def update_member(self, team: str, name: str,
-                      change: Callable[[Json, Json], T]) -> T | None:
-        try:
-            return roster.update_member(self.ws, team, name, change)
-        finally:
-            self.member_written(team, name)
-
-    def release_tasks(self, team: str, name: str) -> None:
-        try:
-            actions.release_tasks(self.ws, team, name)
-        finally:
-            self.member_written(team, name)
-
-    def member_written(self, team: str, name: str) -> None:
-        view = self.views.get(team)
-        if view is not None:
-            view.member_changed(name)
 
     def status_line(self) -> str:
         counts: dict[str, int] = {}
@@ -554,141 +409,3 @@ class Supervisor:
             case Verb.LET_LEAVE:
                 self.ladder.terminate(process, now, signal_it=False)
 
-    def reap_processes(self) -> None:
-        """Collect every child that ended: a member's process (its exit recorded), or a
-        stray we adopted; then end the strays its death left us."""
-        while True:
-            try:
-                pid, status = os.waitpid(-1, os.WNOHANG)
-            except ChildProcessError:
-                break
-            if pid == 0:
-                break
-            self.collect(pid, status)
-        self.end_strays()
-
-    def collect(self, pid: int, status: int) -> None:
-        """`pid` was reaped: if it was a member's process, let go of it and record its exit
-        (a stray needs nothing more)."""
-        process = self.processes.pop(pid, None)
-        self.pager.running.discard(pid)  # a person_needed hook that ended
-        if process is not None:
-            process.close()
-            self.ladder.forget(process)
-            self.record_exit(process, *decode_wait_status(status))
-
-    def end_strays(self) -> None:
-        """SIGTERM (SIGKILL after stop_timeout) what dead teammates left behind (their
-        tools' process groups), which the subreaper flag made our children."""
-        now = time.time()
-        for stray in find_strays(self.pid, [*self.processes, *self.pager.running]):
-            self.ladder.terminate(stray, now)
-
-    def record_exit(self, process: MemberProcess, code: int | None, sig: int | None) -> None:
-        """`on_exit`, surviving what it cannot write (a full disk): the supervisor goes on,
-        and the next reconcile sees the member's process gone."""
-        try:
-            self.on_exit(process, code, sig)
-        except Exception:
-            log.exception("%s/%s: cannot record its exit", process.team, process.name)
-
-    def on_exit(self, process: MemberProcess, code: int | None, sig: int | None) -> None:
-        """Write what `policy.after_exit` reads in an exit; then what follows from it: the
-        restart timer, the journal, its tasks released, the lead told of a failure."""
-        now = time.time()
-        team, name = key = process.key
-        log.info("%s/%s pid %d exited: %s", team, name, process.pid, describe_exit(code, sig))
-        if not self.ws.team_exists(team):
-            return
-        outcome: policy.Outcome | None = None
-        kind = "teammate"
-
-        def change(m: Json, config: Json) -> tuple[str, str] | None:
-            nonlocal outcome, kind
-            outcome = policy.after_exit(
-                m, process, code, sig, now, self.conf,
-                history=self.crashes.get(key) or policy.CrashHistory(),
-                space_held=self.holds.last(key), stopping=self.stopping)
-            if outcome is None:
-                return None
-            kind = m.get("kind", "teammate")
-            m["last_exit"] = {"code": code, "signal": sig, "at": now}
-            return outcome.write(m)
-
-        try:
-            moved = self.update_member(team, name, change)
-        except Exception as exc:
-            if short_of_room(exc):  # unrecorded, it must not be forked again at once
-                self.holds.hold(team, name)
-            log.exception("%s/%s: cannot record its exit", team, name)
-            return
-        if outcome is None:
-            return
-        self.crashes[key] = outcome.history
-        if outcome.held_for_space:
-            self.holds.hold(team, name, outcome.delay)
-        try:
-            events.emit(self.ws, team, "exited", member=name, code=code, signal=sig)
-            events.status_changed(self.ws, team, name, moved)
-            if outcome.status == "backoff":
-                events.emit(self.ws, team, "restart_scheduled", member=name,
-                            delay=outcome.delay, restarts=outcome.restarts)
-        except OSError as exc:  # the roster has it: the journal is the lesser loss
-            log.error("%s/%s: cannot journal its exit: %s", team, name, exc)
-        if outcome.status == "backoff":
-            self.wake_in(outcome.delay or 0.0)
-        if outcome.release_tasks:
-            self.release_tasks(team, name)
-        if outcome.failed_reason is not None:
-            self.tell_failed(team, name, kind, outcome.failed_reason)
-
-    def tell_failed(self, team: str, name: str, kind: str, reason: str) -> None:
-        """`member_failed` to the journal and to the lead; of the LLM lead itself, to the
-        person."""
-        events.emit(self.ws, team, "member_failed", member=name, reason=reason)
-        told = USER if kind == "lead" else LEAD
-        msg = inbox.make("member_failed", SUPERVISOR, told,
-                         f"{name} failed and will not be restarted ({reason}); "
-                         f"`teamctl restart {team} {name}` starts it again",
-                         member=name, reason=reason)
-        inbox.deliver(self.ws, team, [msg])
-        log.error("%s/%s failed: %s", team, name, reason)
-
-    # -- stopping ------------------------------------------------------------------------
-    def stop_all(self) -> None:
-        """SIGTERM every member's process, SIGKILL what remains after stop_timeout (strays
-        included), reap, exit."""
-        self.stopping = True
-        self.notifier.stopping()
-        for team in self.ws.team_names():
-            events.emit(self.ws, team, "supervisor_stopping", pid=self.pid)
-        now = time.time()
-        for process in list(self.processes.values()):
-            self.ladder.terminate(process, now)
-        deadline = now + self.conf.stop_timeout
-        while (self.processes or self.ladder.waiting()) and time.time() < deadline:
-            self.reap_processes()
-            if self.processes or self.ladder.waiting():
-                self.wait_for_signal(min(0.5, deadline - time.time()))
-        self.ladder.kill_all()
-        for pid in list(self.processes):
-            try:
-                _, status = os.waitpid(pid, 0)
-            except ChildProcessError:
-                status = 0
-            self.collect(pid, status)
-        self.end_strays()  # what the last SIGKILLs left behind: no time is left to wait
-        self.ladder.kill_all()
-        self.ws.supervisor_info.unlink(missing_ok=True)
-        if self._lock is not None:
-            self._lock.release()
-        log.info("stopped")
-
-    def wait_for_signal(self, timeout: float) -> None:
-        assert self._pipe is not None
-        try:
-            select.select([self._pipe[0]], [], [], max(0.0, timeout))
-        except InterruptedError:
-            pass
-        drain_fd(self._pipe[0])
-        self.sig_queue.clear()

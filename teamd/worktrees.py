@@ -1,7 +1,8 @@
 """Git worktrees for teammates (CONTRACT.md section 13): every git command the product runs.
 
-This module owns the one way `git` is driven (the real binary, never with the API key or a
-caller's GIT_DIR in its environment, never while a lock is held), and the rules built on it:
+This module owns the rules built on `git` (driven only through `teamd.gitcmd`: the real
+binary, never with the API key or a caller's GIT_DIR in its environment, never while a
+lock is held):
 which repository a member works in, making a member's worktree and branch before it is
 added, the commit a worktree member makes when it completes a task (found again after a
 crash, so a task is never committed twice), `diff`, `merge` (refusing a dirty repository,
@@ -15,7 +16,6 @@ from __future__ import annotations
 import logging
 import os
 import shutil
-import subprocess
 import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -24,58 +24,18 @@ from typing import Any
 from teamd import branches, events, files, roster
 from teamd.errors import BadInput, TeamdError
 from teamd.files import Json
+
+# `X as X`: re-exported while teamd/agent/tool_handlers.py (GitError) and teamctl/cli.py
+# (worktree_of) name them here; their owners in this round may import them from gitcmd
+from teamd.gitcmd import GitError as GitError
+from teamd.gitcmd import branch_exists, git, one_line, repo_of
+from teamd.gitcmd import worktree_of as worktree_of
 from teamd.layout import Workspace
-from teamd.pgroup import child_env
 
 log = logging.getLogger(__name__)
 
-#: variables that would point git at another repository than the `-C` one
-_REDIRECTS = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_COMMON_DIR",
-              "GIT_OBJECT_DIRECTORY", "GIT_PREFIX", "GIT_NAMESPACE")
 #: what a root inside the repository adds to `.git/info/exclude`
 EXCLUDED = ("teamd.toml", ".teams/", ".tasks/", ".worktrees/")
-#: before every git command's own arguments: no repository hook ever runs, whoever set
-#: `core.hooksPath` (a model's `bash` could have, in the shared `.git`: CONTRACT §11, §13)
-NO_HOOKS = ("-c", "core.hooksPath=/dev/null")
-GIT_TIMEOUT = 120.0
-
-
-class GitError(TeamdError):
-    """A git command failed: exit 1 with git's own message on one line."""
-
-
-def git_env(extra: dict[str, str] | None = None) -> dict[str, str]:
-    """A tool's environment (no API key: `child_env`) less any GIT_DIR-like redirection."""
-    env = {k: v for k, v in child_env().items() if k not in _REDIRECTS}
-    env["GIT_TERMINAL_PROMPT"] = "0"  # never wait on a password prompt nobody sees
-    env.update(extra or {})
-    return env
-
-
-def _one_line(text: str) -> str:
-    return " ".join(text.split()) or "failed"
-
-
-def git(repo: Path | str, *args: str, check: bool = True, quiet_locks: bool = False,
-        env: dict[str, str] | None = None, stdin: str | None = None
-        ) -> subprocess.CompletedProcess[str]:
-    """Run `git -C repo -c core.hooksPath=/dev/null ARGS` (the one place a git command
-    line is made); GitError with git's message when `check` and it fails."""
-    extra = dict(env or {})
-    if quiet_locks:
-        extra["GIT_OPTIONAL_LOCKS"] = "0"  # a read (status) must not take index.lock
-    argv = ["git", "-C", str(repo), *NO_HOOKS, *args]
-    try:
-        done = subprocess.run(argv, capture_output=True, text=True, env=git_env(extra),
-                              input=stdin, timeout=GIT_TIMEOUT,
-                              stdin=None if stdin is not None else subprocess.DEVNULL)
-    except FileNotFoundError:
-        raise GitError("git is not installed (no `git` on PATH)") from None
-    except subprocess.TimeoutExpired:
-        raise GitError(f"git {args[0]} did not finish within {GIT_TIMEOUT:g} s") from None
-    if check and done.returncode != 0:
-        raise GitError(f"git {args[0]}: {_one_line(done.stderr or done.stdout)}")
-    return done
 
 
 # -- repositories ------------------------------------------------------------------------
@@ -113,11 +73,6 @@ def resolve_commit(repo: Path, ref: str) -> str:
 
 def branch_name(team: str, name: str) -> str:
     return f"teamd/{team}/{name}"
-
-
-def branch_exists(repo: Path, branch: str) -> bool:
-    return git(repo, "show-ref", "--verify", "--quiet", f"refs/heads/{branch}",
-               check=False).returncode == 0
 
 
 def exclude_workspace(ws: Workspace, repo: Path) -> bool:
@@ -192,7 +147,7 @@ def add(ws: Workspace, team: str, name: str, repo: Path, base: str | None = None
     if made is not None and made.returncode != 0:
         if branch_exists(repo, branch):
             raise BadInput(f"branch {branch} already exists in {repo}")
-        raise GitError(f"git branch: {_one_line(made.stderr)}")
+        raise GitError(f"git branch: {one_line(made.stderr)}")
     try:
         git(repo, "worktree", "add", "--quiet", str(path), branch)
     except GitError:
@@ -206,25 +161,6 @@ def undo_add(record: Json) -> None:
     repo = Path(record["repo"])
     git(repo, "worktree", "remove", "--force", record["path"], check=False)
     git(repo, "branch", "-D", record["branch"], check=False)
-
-
-def repo_of(record: Json) -> Path:
-    """The repository a member's worktree belongs to."""
-    if record.get("repo"):
-        return Path(record["repo"])
-    # a record without `repo` (written by hand): ask the worktree itself
-    done = git(record["path"], "worktree", "list", "--porcelain")
-    first = done.stdout.splitlines()[0]
-    return Path(first.removeprefix("worktree "))
-
-
-def worktree_of(config: Json, name: str) -> Json:
-    """A member's worktree record; BadInput if the member has none."""
-    member = roster.get(config, name)
-    record = member.get("worktree")
-    if not record:
-        raise BadInput(f"{name!r} has no worktree (spawn it with --worktree)")
-    return dict(record)
 
 
 # -- the commit per task -----------------------------------------------------------------
@@ -256,7 +192,7 @@ def commit_task(team: str, name: str, record: Mapping[str, Any], task: Mapping[s
     git(path, "add", "-A")
     staged = git(path, "diff", "--cached", "--quiet", check=False)
     if staged.returncode not in (0, 1):
-        raise GitError(f"git diff: {_one_line(staged.stderr)}")
+        raise GitError(f"git diff: {one_line(staged.stderr)}")
     if staged.returncode == 1:
         git(path, "commit", "--quiet", "--no-verify", "--no-gpg-sign",
             "--cleanup=whitespace", "-F", "-", env=identity(team, name),
@@ -297,7 +233,7 @@ def _merge_here(where: Path, record: Json, message: str) -> str:
         if conflicts:
             raise GitError(f"merging {record['branch']} conflicts in {', '.join(conflicts)}; "
                            "merge aborted, nothing changed")
-        raise GitError(f"git merge: {_one_line(done.stderr or done.stdout)}")
+        raise GitError(f"git merge: {one_line(done.stderr or done.stdout)}")
     return git(where, "rev-parse", "HEAD").stdout.strip()
 
 
@@ -403,7 +339,7 @@ def release(ws: Workspace, team: str, member: Mapping[str, Any] | str) -> Json |
                                                            record["branch"]) is None
             _drop_empty_parents(ws, team)
             return report
-        reason = f"git worktree remove: {_one_line(done.stderr)}"
+        reason = f"git worktree remove: {one_line(done.stderr)}"
     report["reason"] = reason
     events.emit(ws, team, "worktree_kept", member=name, path=record["path"],
                 branch=record["branch"], reason=reason)

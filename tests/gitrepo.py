@@ -5,12 +5,12 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from teamd import worktrees
+from teamd import gitcmd
 
 
 def git(repo: Path | str, *args: str, check: bool = True) -> str:
     """Run the real git in `repo` (with the product's environment) and return stdout."""
-    done = worktrees.git(repo, *args, check=check)
+    done = gitcmd.git(repo, *args, check=check)
     return done.stdout
 
 

@@ -251,7 +251,8 @@ def assert_shut_down(ws: Workspace, name: str, pid: int) -> None:
     assert m["desired"] == "stopped"
     assert live_pid(ws, TEAM, name) is None
     wait_until(lambda: not psutil.pid_exists(pid), T, f"pid {pid} to be reaped")
-    assert exit_codes(ws, name) == [(0, None)]
+    # the exit is journaled once its status is written: wait for the line, then judge it
+    assert wait_until(lambda: exit_codes(ws, name), T, "the exit journaled") == [(0, None)]
     assert m["restarts"] == 0
 
 

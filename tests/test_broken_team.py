@@ -65,3 +65,34 @@ def test_logs_reads_the_journal_of_a_team_whose_roster_is_unreadable(
     assert records and all(r.get("member") == "bob" or r["event"] == "message"
                            for r in records)
     assert teamctl_text(ws.root, "logs", "nosuch").returncode == 2  # unknown is still unknown
+
+
+WRONG_SHAPES = [
+    b'{"schema": 2, "name": "beta", "state": "active", "members": 5}',
+    b'{"schema": 2, "name": "beta", "state": "active", "members": [{"role": "no name"}]}',
+    b'{"schema": 2, "name": "beta", "members": [{"name": "bob"}]}',  # no state
+    b'{"schema": 2, "name": "beta", "state": "active", "members": [{"name": "\\u001b[2J"}]}',
+    b'[1, 2, 3]',
+]
+
+
+def test_a_roster_that_parses_but_is_no_roster_is_one_line_too(ws: Workspace) -> None:
+    """Valid JSON of the wrong shape (members not a list, a member with no or a bad name,
+    no state, not an object) is refused in one line naming the file — never a traceback,
+    never a team silently left out — by status, status --json and logs."""
+    make_team(ws, None, "alice", team="alpha")
+    make_team(ws, None, "bob", team="beta")
+    for shape in WRONG_SHAPES:
+        ws.config("beta").write_bytes(shape)
+        done = teamctl_text(ws.root, "status")
+        assert done.returncode == 1 and "Traceback" not in done.stderr, (shape, done.stderr)
+        broken = [line for line in done.stdout.splitlines() if "beta" in line]
+        assert len(broken) == 1 and str(ws.config("beta")) in broken[0], (shape, done.stdout)
+        assert broken[0].startswith("team beta: cannot be read: "), (shape, broken)
+        assert "team alpha (active)" in done.stdout
+        doc = json.loads(teamctl_text(ws.root, "status", "--json").stdout)
+        assert [u["name"] for u in doc["unreadable"]] == ["beta"], shape
+        logs = teamctl_text(ws.root, "logs", "beta")
+        assert logs.returncode == 0 and "team_created" in logs.stdout, (shape, logs.stderr)
+        every = teamctl_text(ws.root, "logs")
+        assert every.returncode == 0 and "Traceback" not in every.stderr, (shape, every.stderr)

@@ -157,18 +157,19 @@ def test_a_member_at_its_budget_pauses_tells_the_lead_once_and_goes_on_when_rais
 
 def test_a_budget_is_never_blind_a_model_with_no_price_is_not_called(
         ws: Workspace, server: ScriptedServer, workdir: Path) -> None:
-    """alice and carol (models the table leaves unpriced) have budgets: neither calls, both
+    """alice and carol (models the table leaves unpriced: one the SDK lists, one it does
+    not) have budgets: neither calls, both
     pause with the contract's words; bob (priced) works. A price added and SIGHUP'd lets
     alice go on; carol's budget removed lets her go on (counted in tokens, not dollars)."""
     actions.create_team(ws, TEAM)
     spawned = {name: cli(ws, "spawn", TEAM, name, "--prompt", "Work.", "--cwd", str(workdir),
                          "--model", model, "--budget", "1")
-               for name, model in (("alice", "claude-fable-5-2"), ("bob", "claude-sonnet-5-5"),
-                                   ("carol", "claude-mythos-5-2"))}
-    assert "warning: no price for model claude-fable-5-2 (alice)" in spawned["alice"].stderr
+               for name, model in (("alice", "claude-mythos-preview"), ("bob", "claude-sonnet-5-5"),
+                                   ("carol", "claude-sonnet-9-9"))}
+    assert "warning: no price for model claude-mythos-preview (alice)" in spawned["alice"].stderr
     assert "no price" not in spawned["bob"].stderr
     with running_teamd(ws, server.url) as daemon:
-        for name, model in (("alice", "claude-fable-5-2"), ("carol", "claude-mythos-5-2")):
+        for name, model in (("alice", "claude-mythos-preview"), ("carol", "claude-sonnet-9-9")):
             wait_status(ws, name, "paused")
             assert member(ws, TEAM, name)["last_error"] == \
                 f"no price for model {model}: add it under [prices] in teamd.toml"
@@ -178,9 +179,10 @@ def test_a_budget_is_never_blind_a_model_with_no_price_is_not_called(
             and not calls_of(server, "carol")
         assert events_of(ws, "alice", "budget_reached") == []  # no budget was reached
         again = cli(ws, "budget", TEAM, "2", "--member", "alice")
-        assert again.stderr.count("no price for model claude-fable-5-2 (alice)") == 1
+        assert again.stderr.count("no price for model claude-mythos-preview (alice)") == 1
         # a price for alice's model, and SIGHUP: it goes on, priced by teamd.toml
-        ws.settings_file.write_text('[prices]\n"claude-fable-5-2" = {input = 20, output = 100}\n')
+        ws.settings_file.write_text(
+            '[prices]\n"claude-mythos-preview" = {input = 20, output = 100}\n')
         daemon.proc.send_signal(signal.SIGHUP)
         server.wait_for(lambda r: r["agent"] == "alice", T)
         wait_status(ws, "alice", "idle")
@@ -196,7 +198,7 @@ def test_a_budget_is_never_blind_a_model_with_no_price_is_not_called(
     # a team budget covers every member: carol's model is named in one warning line
     team_wide = cli(ws, "budget", TEAM, "10")
     assert team_wide.stderr.strip().splitlines() == [
-        "warning: no price for model claude-mythos-5-2 (carol): under a budget it is paused, "
+        "warning: no price for model claude-sonnet-9-9 (carol): under a budget it is paused, "
         "never called; add it under [prices] in teamd.toml"]
 
 

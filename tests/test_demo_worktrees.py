@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from teamd import board, worktrees
+from teamd import board, gitcmd
 from teamd.layout import Workspace
 from tests.gitrepo import branches, git, status
 from tests.harness import paste_back
@@ -40,7 +40,7 @@ def test_demo_commits_each_task_on_its_branch_and_merges(tmp_path: Path) -> None
         assert git(repo, "log", "-1", "--format=%s", commit).strip() == \
             f"Task #{task['id']}: {task['subject']}"
         # merged: the commit is on main, and so is the file it made
-        assert worktrees.git(repo, "merge-base", "--is-ancestor", commit, "main",
+        assert gitcmd.git(repo, "merge-base", "--is-ancestor", commit, "main",
                              check=False).returncode == 0
         assert (repo / "notes" / f"task-{task['id']}.md").is_file()
     # who claimed which task is the supervisor's choice: each one that worked is merged

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from teamd import files
+from teamd import files, linescan
 from teamd.errors import TeamdError
 from tests.harness import file_size_limit
 
@@ -188,13 +188,13 @@ def test_drain_hands_records_to_consumer_then_truncates(folder: Path) -> None:
     files.append_jsonl(path, [{"n": 1}, {"n": 2}])
     inode = path.stat().st_ino
     got: list[list[dict[str, int]]] = []
-    assert files.drain_lines(path, got.append, files.json_judge()).taken == [{"n": 1}, {"n": 2}]
+    assert files.drain_lines(path, got.append, linescan.json_judge()).taken == [{"n": 1}, {"n": 2}]
     assert got == [[{"n": 1}, {"n": 2}]]
     assert path.read_bytes() == b""
     assert path.stat().st_ino == inode  # truncated in place, not replaced
-    assert files.drain_lines(path, got.append, files.json_judge()).taken == []
+    assert files.drain_lines(path, got.append, linescan.json_judge()).taken == []
     assert len(got) == 1  # the consumer is not called for nothing
-    assert files.drain_lines(folder / "missing.jsonl", got.append, files.json_judge()).taken == []
+    assert files.drain_lines(folder / "missing.jsonl", got.append, linescan.json_judge()).taken == []
     assert not (folder / "missing.jsonl").exists()
 
 
@@ -202,7 +202,7 @@ def test_drain_moves_bad_lines_and_torn_tail_to_rejected(folder: Path) -> None:
     path = folder / "x.jsonl"
     path.write_bytes(b'{"n":1}\nGARBAGE\n{"n":2}\n{"torn')
     got: list[dict[str, int]] = []
-    assert files.drain_lines(path, got.extend, files.json_judge()).taken == [{"n": 1}, {"n": 2}]
+    assert files.drain_lines(path, got.extend, linescan.json_judge()).taken == [{"n": 1}, {"n": 2}]
     assert got == [{"n": 1}, {"n": 2}]
     assert path.read_bytes() == b""
     rejected = files.read_jsonl(folder / "x.rejected.jsonl").records
@@ -220,10 +220,10 @@ def test_drain_does_not_truncate_when_the_consumer_raises(folder: Path) -> None:
         raise OSError("disk full")
 
     with pytest.raises(OSError, match="disk full"):
-        files.drain_lines(path, crash, files.json_judge())
+        files.drain_lines(path, crash, linescan.json_judge())
     assert path.read_bytes() == before
     # and the lock was released: the next drain gets the same records
-    assert files.drain_lines(path, lambda b: None, files.json_judge()).taken == [{"n": 1}]
+    assert files.drain_lines(path, lambda b: None, linescan.json_judge()).taken == [{"n": 1}]
 
 
 def test_rewrite_jsonl_keeps_good_records_and_filters(folder: Path) -> None:
@@ -334,18 +334,18 @@ def test_a_huge_line_is_read_without_loading_it(folder: Path) -> None:
     tracemalloc.start()
     try:
         got: list[dict[str, object]] = []
-        found = files.drain_lines(path, got.extend, files.json_judge())
+        found = files.drain_lines(path, got.extend, linescan.json_judge())
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
     assert got == [{"n": 1}, {"n": 2}]
-    assert peak < 3 * files.MAX_LINE  # not the 10 MiB line
+    assert peak < 3 * linescan.MAX_LINE  # not the 10 MiB line
     [(refusal, line)] = found.refused
     assert line.long and line.length == huge + 11
     assert refusal.reason.startswith("line over")
     [rejected] = files.read_jsonl(files.rejected_path(path)).records
     assert rejected["bytes"] == huge + 11 and rejected["cut"] is True
-    assert len(rejected["line"]) == files.REJECT_HEAD
+    assert len(rejected["line"]) == linescan.REJECT_HEAD
     assert path.read_bytes() == b""
 
 
@@ -355,7 +355,7 @@ def test_scan_lines_finds_every_line_across_chunks(folder: Path) -> None:
     path.write_bytes(b"\n".join(lines) + b"\ntail")
     fd = os.open(path, os.O_RDONLY)
     try:
-        found = list(files.scan_lines(fd))
+        found = list(linescan.scan_lines(fd))
     finally:
         os.close(fd)
     assert [x.data for x in found] == [*lines, b"tail"]
@@ -368,7 +368,7 @@ def test_drain_leaves_what_take_refuses_in_place(folder: Path) -> None:
     files.append_jsonl(path, [{"n": n} for n in range(5)])
     inode = path.stat().st_ino
     got: list[dict[str, int]] = []
-    found = files.drain_lines(path, got.extend, files.json_judge(), take=lambda r: r["n"] < 2)
+    found = files.drain_lines(path, got.extend, linescan.json_judge(), take=lambda r: r["n"] < 2)
     assert got == [{"n": 0}, {"n": 1}] and len(found.left) == 3
     assert lines_of(path) == [b'{"n":2}\n', b'{"n":3}\n', b'{"n":4}\n']
     assert path.stat().st_ino != inode  # replaced whole (temp file, os.replace)

@@ -333,7 +333,9 @@ def test_a_shutdown_ends_the_wait_and_is_answered_at_once(
             ("rejected", "shutting down", False)
         wait_status(ws, "alice", "shutdown")
         assert live_pid(ws, TEAM, "alice") is None and pid is not None
-        assert [e["code"] for e in events_of(ws, "alice", "exited")] == [0]
+        exits = wait_until(lambda: [e["code"] for e in events_of(ws, "alice", "exited")], T,
+                           "the exit journaled (it follows the status)")
+        assert exits == [0]
         assert len(server.requests) == calls  # the harness answered, not the model
     assert not (workdir / "pushed.txt").exists()
     session = files.read_jsonl(ws.session(TEAM, "alice")).records

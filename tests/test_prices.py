@@ -121,6 +121,7 @@ def test_teamctl_prices_json_has_the_contracts_shape(ws: Workspace) -> None:
                                 "cache_write_5m": 1.25, "cache_write_1h": 2.0,
                                 "cache_read": 0.1, "long": None, "checked": None,
                                 "source": "teamd.toml"}
-    assert "claude-fable-5-2" in doc["unpriced"] and "claude-fable-5-1" not in doc["unpriced"]
+    assert "claude-mythos-preview" in doc["unpriced"] and "claude-fable-5-2" not in doc["unpriced"]
+    assert rows["claude-fable-5-2"]["cache_read"] == 0.2  # 0.025 × input, as for 5.1
     text = cli(ws, "prices").stdout
     assert "claude-mythos-preview" in text.split("no price")[1]

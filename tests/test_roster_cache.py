@@ -1,4 +1,4 @@
-"""teamd's cached roster (`roster.Cached`): the same merged view as `roster.load`, re-reading
+"""teamd's cached roster (`roster_cache.Cached`): the same merged view as `roster.load`, re-reading
 only the files it is told changed — one member's status file, or everything when
 `config.json` changed."""
 
@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from teamd import actions, roster
+from teamd import actions, roster, roster_cache
 from teamd.layout import Workspace
 
 TEAM = "crew"
@@ -54,12 +54,12 @@ def set_error(ws: Workspace, name: str, text: str) -> None:
 
 
 def test_the_cached_view_is_the_roster(crew: Workspace) -> None:
-    cached = roster.Cached(crew, TEAM)
+    cached = roster_cache.Cached(crew, TEAM)
     assert cached.load() == roster.load(crew, TEAM)
 
 
 def test_only_the_member_named_is_read_again(crew: Workspace) -> None:
-    cached = roster.Cached(crew, TEAM)
+    cached = roster_cache.Cached(crew, TEAM)
     assert status_files_read(cached.load) == sorted(NAMES)  # the first read is whole
     set_error(crew, "bob", "trouble")
     assert status_files_read(cached.load) == []  # nothing named: nothing read
@@ -73,7 +73,7 @@ def test_only_the_member_named_is_read_again(crew: Workspace) -> None:
 def test_a_changed_config_reads_every_status_again(crew: Workspace) -> None:
     """A two-file step writes config.json first: with the spec re-read, the statuses are
     too, so a new `desired` is never paired with a status from before the step."""
-    cached = roster.Cached(crew, TEAM)
+    cached = roster_cache.Cached(crew, TEAM)
     cached.load()
     actions.stop(crew, TEAM, "carol")
     set_error(crew, "dave", "later")
@@ -84,7 +84,7 @@ def test_a_changed_config_reads_every_status_again(crew: Workspace) -> None:
 
 
 def test_a_removed_member_leaves_the_view(crew: Workspace) -> None:
-    cached = roster.Cached(crew, TEAM)
+    cached = roster_cache.Cached(crew, TEAM)
     cached.load()
     actions.remove_member(crew, TEAM, "bob")
     cached.spec_changed()

@@ -14,9 +14,11 @@ from pathlib import Path
 import pytest
 
 from teamd import actions, hooks, permissions, settings
+from teamd.agent import tools_files
 from teamd.errors import BadInput
 from teamd.layout import Workspace
-from teamd.permissions import Permissions, decide, escape, main_argument, parse_rule
+from teamd.permission_rules import Permissions, parse_rule
+from teamd.permissions import decide, escape, main_argument
 
 
 def perms(default: str = "allow", **lists: list[str]) -> Permissions:
@@ -98,6 +100,13 @@ def test_paths_are_made_relative_and_normalised(tmp_path: Path) -> None:
     (tmp_path / "innocent").symlink_to(tmp_path / ".git")
     assert verdict(p, "read_file", tmp_path, path="innocent/config") == \
         ("deny", "read_file(.git/*)")
+    # a link followed by `..` lands where the link points, not where its name suggests:
+    # `d/../config` with `d -> .git/hooks` writes .git/config (the tool resolves it so too)
+    (tmp_path / ".git" / "hooks").mkdir()
+    (tmp_path / "d").symlink_to(tmp_path / ".git" / "hooks")
+    assert tools_files.confine(tmp_path, "d/../config") == (tmp_path / ".git" / "config")
+    assert verdict(p, "write_file", tmp_path, path="d/../config", content="x") == \
+        ("deny", "write_file(.git/*)")
 
 
 def test_escape_makes_a_glob_that_matches_only_itself() -> None:

@@ -175,8 +175,9 @@ def test_an_approved_shutdown_ends_the_process_after_the_turns_calls(
         rid = actions.shutdown(ws, TEAM, "alice", reason="wrap up")["request"]["request_id"]
         wait_status(ws, "alice", "shutdown")
         wait_until(lambda: not psutil.pid_exists(pid), T, f"pid {pid} to be reaped")
-        exits = [(e["code"], e["signal"]) for e in journal(ws, TEAM)
-                 if e.get("event") == "exited" and e.get("member") == "alice"]
+        exits = wait_until(lambda: [(e["code"], e["signal"]) for e in journal(ws, TEAM)
+                                    if e.get("event") == "exited" and e.get("member") == "alice"],
+                           T, "the exit journaled (it follows the status)")
         assert exits == [(0, None)]
     assert requests.get(ws, TEAM, rid)["status"] == "approved"
     assert (team / "after.txt").read_text() == "AFTER-83e0\n"  # the turn's calls all ran

@@ -4,12 +4,13 @@ temporary repositories, the real `teamctl`, and the members' real tools (issue 1
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from teamd import actions, board, events, roster, worktrees
+from teamd import actions, board, events, gitcmd, roster, worktrees
 from teamd.agent.tools import Toolbox, ToolResult
 from teamd.layout import Workspace
 from tests import gitrepo
@@ -209,7 +210,7 @@ def test_a_failed_commit_leaves_the_task_in_progress_with_gits_message(
 def test_git_never_sees_the_api_key(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ANTHROPIC_API_KEY", "fake-secret-0123456789")
     monkeypatch.setenv("GIT_DIR", "/elsewhere")
-    env = worktrees.git_env()
+    env = gitcmd.git_env()
     assert "ANTHROPIC_API_KEY" not in env and "GIT_DIR" not in env
     assert worktrees.toplevel(Path.cwd()) is None  # GIT_DIR did not leak into the call
 
@@ -317,3 +318,20 @@ def test_status_shows_branch_and_commits_ahead(ws: Workspace, repo: Path, team: 
     assert (rows["carol"]["branch"], rows["carol"]["ahead"]) == (None, None)
     table = ctl(ws, "status", TEAM)
     assert "BRANCH" in table and "teamd/crew/alice +2" in table
+
+
+def test_a_planted_fsmonitor_or_external_diff_never_runs(tmp_path: Path) -> None:
+    """Besides hooks, a model's `bash` could plant commands in the shared `.git/config` that
+    git runs by itself: `core.fsmonitor` at every `status`, `diff.external` at every
+    `diff`. The product's git commands run neither (plain git, for the proof, runs both)."""
+    repo = gitrepo.make_repo(tmp_path / "repo")
+    fsmon, extdiff = tmp_path / "FSMONITOR-RAN", tmp_path / "EXTDIFF-RAN"
+    git(repo, "config", "core.fsmonitor", f"touch {fsmon}; false")
+    git(repo, "config", "diff.external", f"sh -c 'touch {extdiff}'")
+    (repo / "README.md").write_text("# changed\n")
+    git(repo, "status", "--porcelain")  # the product's git (tests/gitrepo.git)
+    assert "# changed" in git(repo, "diff", "HEAD")
+    assert not fsmon.exists() and not extdiff.exists()
+    for args in (["status", "--porcelain"], ["diff", "HEAD"]):  # plain git runs them
+        subprocess.run(["git", "-C", str(repo), *args], capture_output=True, check=False)
+    assert fsmon.exists() and extdiff.exists()

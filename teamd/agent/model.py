@@ -439,7 +439,9 @@ def preload() -> None:
     before the first fork."""
     import gc
 
-    import teamd.agent.loop  # noqa: F401  (the teammate's whole import graph)
+    # the teammate's whole import graph; the loop imports this module, so this lazy import
+    # is the one import cycle allowed (tests/test_imports.py)
+    import teamd.agent.loop  # noqa: F401
 
     warm_up()
     gc.collect()

@@ -23,7 +23,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from teamd import apikey, events, files, hooks, permissions, requests
+from teamd import apikey, events, files, hooks, permission_rules, permissions, requests
 from teamd import settings as settings_mod
 from teamd.agent import protected
 from teamd.agent.session import INTERRUPTED
@@ -163,7 +163,7 @@ class Toolbox:
         if name in protected.WRITING_TOOLS:  # before the rules: no rule can open these
             self.guard_write(confine(self.cwd, args["path"]))
         approved = None
-        if name in permissions.RULED:
+        if name in permission_rules.RULED:
             approved = self._permit(name, args)
             self.run_hook("pre_tool_use", tool=name, tool_input=args)
             if approved is not None and not requests.set_flag(

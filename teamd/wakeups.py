@@ -1,0 +1,204 @@
+"""What wakes `teamd run`, and what it learns when woken: signals, files and timers.
+
+This module owns the supervisor's waiting (gunicorn's arbiter plumbing): signal handlers
+that only enqueue and wake the loop through the wakeup fd, the `select` on that fd and on
+inotify until the next timer, what a file inotify names means (a member's inbox: a poke
+through its wake pipe; a task: the board index; the roster: the cached view re-read, only
+that file), and teamd's own member writes told to the cached roster at once.
+`Supervisor` (teamd/supervisor.py) is a `Wakeups`; it keeps the state declared here.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import signal
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+from teamd import actions, roster, roster_cache
+from teamd import assign as assign_mod
+from teamd import wake as wake_mod
+from teamd.files import Json
+from teamd.layout import NAME_RE, Workspace
+from teamd.proc import drain_fd
+from teamd.processes import Ladder, MemberProcess
+from teamd.settings import Settings
+from teamd.watch import Watcher
+
+T = TypeVar("T")
+
+SAFETY_INTERVAL = 5.0  # a reconcile at least this often, in case a wakeup was missed
+INBOX_SUFFIX = "_inbox.jsonl"
+
+
+class Wakeups:
+    """The supervisor's signals, inotify watches and timers; its writes of a member."""
+
+    SIGNALS = (signal.SIGCHLD, signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+
+    # set by Supervisor.__init__
+    ws: Workspace
+    conf: Settings
+    processes: dict[int, MemberProcess]
+    ladder: Ladder
+    boards: assign_mod.Boards
+    views: dict[str, roster_cache.Cached]
+    roster_touched: set[str]
+    sig_queue: list[int]
+    wake_at: float | None
+    watchdog_every: float | None
+    next_watchdog: float
+    _pipe: tuple[int, int] | None
+    _watcher: Watcher | None
+
+    def init_signals(self) -> None:
+        r, w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        self._pipe = (r, w)
+        signal.set_wakeup_fd(w, warn_on_full_buffer=False)
+        for sig in self.SIGNALS:
+            signal.signal(sig, self.enqueue_signal)
+
+    def enqueue_signal(self, signum: int, frame: object) -> None:
+        self.sig_queue.append(signum)  # the loop does the work; handlers only take note
+
+    def sleep(self) -> bool:
+        """Wait for a signal, a file that matters, or the next timer. True when the roster
+        should be reconciled (a journal line or a session write is not a reason)."""
+        assert self._pipe is not None and self._watcher is not None
+        if self.sig_queue:
+            return True
+        timeout = self.next_timeout()
+        fds: list[Any] = [self._pipe[0]]
+        if not self._watcher.polling:
+            fds.append(self._watcher)
+        try:
+            ready, _, _ = select.select(fds, [], [], timeout)
+        except InterruptedError:
+            ready = []
+        if not ready:
+            return True  # a timer is due
+        dirty = False
+        if self._pipe[0] in ready:
+            dirty = True
+            drain_fd(self._pipe[0])
+        if self._watcher in ready:
+            changes, overflow = self._watcher.drain_events()
+            if overflow:  # events were lost: read the boards and the rosters again
+                self.boards.reload_all()
+                self.views.clear()
+            for folder, name in changes:
+                if folder in (self.ws.teams_dir, self.ws.tasks_root) and NAME_RE.fullmatch(name):
+                    self.watch_team(name)  # before its config.json lands, so none slips
+                if self.note_change(folder, name):  # pokes, the board, the cached roster
+                    dirty = True
+        return dirty
+
+    def next_timeout(self) -> float:
+        now = time.time()
+        deadlines = [now + SAFETY_INTERVAL]
+        kill_due = self.ladder.next_due(self.conf.stop_timeout)
+        if kill_due is not None:
+            deadlines.append(kill_due)
+        if self.wake_at is not None:
+            deadlines.append(self.wake_at)
+        if self.watchdog_every:
+            deadlines.append(self.next_watchdog)
+        return max(0.0, min(deadlines) - now)
+
+    def dispatch_signals(self) -> None:
+        while self.sig_queue:
+            sig = self.sig_queue.pop(0)
+            name = signal.Signals(sig).name.lower()
+            getattr(self, f"handle_{name[3:]}")()
+
+    def wait_for_signal(self, timeout: float) -> None:
+        assert self._pipe is not None
+        try:
+            select.select([self._pipe[0]], [], [], max(0.0, timeout))
+        except InterruptedError:
+            pass
+        drain_fd(self._pipe[0])
+        self.sig_queue.clear()
+
+    def watch_team(self, team: str) -> None:
+        assert self._watcher is not None
+        for folder in (self.ws.team_dir(team), self.ws.members_dir(team),
+                       self.ws.tasks_dir(team)):
+            if folder.is_dir():
+                self._watcher.add(folder)
+
+    def note_change(self, folder: Path | None, name: str) -> bool:
+        """A file inotify named: poke the member whose inbox it is; keep the board index
+        and the cached roster of its team up to date (only that file is read again);
+        remember a roster or spend change for `roster_pokes`. True when the change needs a
+        reconcile: mail for a member that is up needs none (unless it was just given a
+        task: its taking it in is news), nor does a spend."""
+        if folder is None:
+            return True
+        if folder in (self.ws.teams_dir, self.ws.tasks_root):
+            self.boards.forget(name)  # a team came or went: its board is new
+            self.views.pop(name, None)
+            return True
+        if folder.parent == self.ws.tasks_root:
+            self.boards.note_file(folder.name, name)
+            return name.endswith(".highwatermark") or (
+                name.endswith(".json") and name[:-5].isdigit())
+        if folder.parent.parent == self.ws.teams_dir:  # members/: one member's live state
+            team = folder.parent.name
+            if name.endswith(".json") and team in self.views:
+                self.views[team].member_changed(name[:-5])
+            self.roster_touched.add(team)
+            return name.endswith(".json")
+        team = folder.name
+        if name.endswith(INBOX_SUFFIX):
+            owner = name[:-len(INBOX_SUFFIX)]
+            return not self.poke_members(team, [owner]) or self.boards.is_given(team, owner)
+        if name in ("config.json", "members"):
+            if name == "members" and self._watcher is not None:
+                self._watcher.add(folder / name)  # made after the team folder was seen
+            if team in self.views:
+                self.views[team].spec_changed()
+            self.roster_touched.add(team)
+            return True
+        if name == "spend.json":
+            self.roster_touched.add(team)
+        return False
+
+    def poke_members(self, team: str, names: list[str]) -> bool:
+        """Poke the live children among `names`; True if every one of them was poked."""
+        poked = 0
+        for process in self.processes.values():
+            if process.team == team and process.name in names and process.wake_w is not None:
+                if wake_mod.poke(process.wake_w):
+                    poked += 1
+                else:
+                    wake_mod.close(process.wake_w)  # the member is gone
+                    process.wake_w = None
+        return poked == len(names)
+
+    def wake_in(self, seconds: float) -> None:
+        at = time.time() + max(0.0, seconds)
+        self.wake_at = at if self.wake_at is None else min(self.wake_at, at)
+
+    # -- what teamd writes of a member: its cached roster forgets the old copy at once, so a
+    # reconcile before the write's inotify event is drained never acts on it
+    def update_member(self, team: str, name: str,
+                      change: Callable[[Json, Json], T]) -> T | None:
+        try:
+            return roster.update_member(self.ws, team, name, change)
+        finally:
+            self.member_written(team, name)
+
+    def release_tasks(self, team: str, name: str) -> None:
+        try:
+            actions.release_tasks(self.ws, team, name)
+        finally:
+            self.member_written(team, name)
+
+    def member_written(self, team: str, name: str) -> None:
+        view = self.views.get(team)
+        if view is not None:
+            view.member_changed(name)

@@ -194,7 +194,8 @@ def test_drain_hands_records_to_consumer_then_truncates(folder: Path) -> None:
     assert path.stat().st_ino == inode  # truncated in place, not replaced
     assert files.drain_lines(path, got.append, linescan.json_judge()).taken == []
     assert len(got) == 1  # the consumer is not called for nothing
-    assert files.drain_lines(folder / "missing.jsonl", got.append, linescan.json_judge()).taken == []
+    missing = folder / "missing.jsonl"
+    assert files.drain_lines(missing, got.append, linescan.json_judge()).taken == []
     assert not (folder / "missing.jsonl").exists()
 
 

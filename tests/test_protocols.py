@@ -12,7 +12,7 @@ import pytest
 from teamd import actions, board, pgroup, protocols, requests, roster
 from teamd.errors import Interrupted, TeamdError
 from teamd.layout import Workspace
-from tests.harness import make_live, wait_until
+from tests.harness import gone, make_live, wait_until
 
 TEAM = "t"
 
@@ -85,14 +85,7 @@ def test_run_feeds_stdin_keeps_stderr_and_kills_what_the_command_left(tmp_path: 
                      stdin=b"the event", stderr_only=True)
     assert (ran.output, ran.returncode, ran.timed_out) == ("the event", 0, False)
     left = int((tmp_path / "bg").read_text())
-
-    def dead() -> bool:
-        try:
-            return psutil.Process(left).status() == psutil.STATUS_ZOMBIE
-        except psutil.NoSuchProcess:
-            return True
-
-    wait_until(dead, 10, "the background sleep killed with its group")
+    wait_until(lambda: gone(left), 10, "the background sleep killed with its group")
 
 
 def test_run_times_out_killing_the_group_and_cuts_long_output(tmp_path: Path) -> None:

@@ -88,8 +88,8 @@ def reader(kind: str, path: Path, stop: multiprocessing.synchronize.Event,
         nonlocal torn
         if kind == "ours":
             inbox_ids: list[str] = []
-            files.drain_jsonl(path, lambda batch: inbox_ids.extend(str(m["id"]) for m in batch),
-                              inbox.is_message)
+            files.drain_lines(path, lambda batch: inbox_ids.extend(str(m["id"]) for m in batch),
+                              inbox.judge())
             got.extend(inbox_ids)
         else:
             ids, bad = read_seed(path)

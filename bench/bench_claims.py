@@ -5,7 +5,8 @@ A board of pending, unblocked tasks; 32 processes race to claim until nothing is
 each noting the ids it was told it got. Claims per second = tasks claimed / time until the
 last racer is done; a double claim is a task that more than one racer was told is theirs.
 
-Ours: `teamd.board.claim` (the board lock, the re-check under it, an atomic fsynced write).
+Ours: `teamd.board.claim` of each task in turn, lowest id first (the board lock, the re-check
+under it, an atomic fsynced write).
 Baseline: the seeds' scan-then-write (bench/baselines/seed_board.py): scan the board, take
 the first unclaimed task, update it under a lock without looking again. Same board files,
 reset between rounds; rounds interleaved so both see the same machine.
@@ -42,15 +43,15 @@ def racer(kind: str, ws: Workspace, name: str, go: multiprocessing.synchronize.E
           out: Connection) -> None:
     go.wait()
     got: list[int] = []
-    while True:
-        if kind == "ours":
-            task = board.claim(ws, TEAM, name)
-            task_id = None if task is None else int(task["id"])
-        else:
-            task_id = seed_board.claim(ws.tasks_dir(TEAM), name)
-        if task_id is None:
+    if kind == "ours":  # each task in turn, lowest id first: claimed, or someone's already
+        for task_id in sorted(int(t["id"]) for t in board.list_tasks(ws, TEAM)):
+            if board.claim(ws, TEAM, name, task_id) is not None:
+                got.append(task_id)
+    while kind != "ours":
+        found = seed_board.claim(ws.tasks_dir(TEAM), name)
+        if found is None:
             break
-        got.append(task_id)
+        got.append(found)
     out.send(got)
     out.close()
 

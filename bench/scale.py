@@ -2,7 +2,7 @@
 """Issue 10's scale table for this code: what one claim, one `task add`, an idle team and a
 large roster cost as the board and the team grow, each figure with its runs and spread.
 
-- one claim (in-process, board locked) of a given task, and the scanning claim beside it,
+- one claim (in-process, board locked) of a given task,
   and one `teamctl task add` (whole command), at 100 / 1k / 10k / 100k tasks;
 - `teamctl logs -n 100` on a 60 MB journal: time and peak RSS (bench/bench_logs.py);
 - a `task add` with 10 idle members: until it is claimed, and the members' CPU in all;
@@ -183,25 +183,17 @@ def board_rows(ctx: Context, sizes: Sizes) -> list[Row]:
         written = n
         # pending chain heads (unblocked), from the top half, never the last task
         heads = [i for i in range(n // 2, n) if i % CHAIN == 1][: sizes.runs]
-        given, scan = [], []
+        given = []
         for tid in heads:
             t0 = time.perf_counter()
             got = board.claim(ws, TEAM, "bench", task_id=tid)
             given.append(ms(time.perf_counter() - t0))
             assert got is not None and got["id"] == tid, (tid, got)
-        for _ in range(sizes.runs):
-            t0 = time.perf_counter()
-            board.claim(ws, TEAM, "bench")
-            scan.append(ms(time.perf_counter() - t0))
-            if phase.over():
-                break
         rows.append(row(
             f"scale_claim_{n}", f"one claim at {count(n)} tasks",
             f"`board.claim` in-process, board lock taken, of a given claimable task (what "
-            f"the supervisor's assignment calls) on a board of {count(n)} task files; beside "
-            "it `claim(member)` without an id, which scans the board for the lowest claimable "
-            "task (what an idle teammate still does).",
-            figure("claim(task_id)", "ms", given), figure("claim(member), scan", "ms", scan)))
+            f"the supervisor's assignment calls) on a board of {count(n)} task files.",
+            figure("claim(task_id)", "ms", given)))
         adds = []
         for i in range(sizes.runs):
             wall, _ = teamctl(ws.root, "task", "add", TEAM, f"added {i}")

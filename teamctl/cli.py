@@ -9,39 +9,29 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
-from typing import Annotated, Any
+from typing import Annotated
 
 import click
 import typer
 
-from teamctl import complete, config, gitviews, journal, messages, output
+from teamctl import asks, complete, config, gitviews, journal, lifecycle, messages, output
 from teamctl.params import (
     HELP_OPTIONS,
-    WAIT_DEFAULT,
     JsonOpt,
     NameArg,
-    RequestArg,
-    TaskIdArg,
     TeamArg,
-    TimeoutOpt,
     ws,
 )
+from teamctl.tasks import task_app
 from teamd import (
     actions,
-    board,
-    pidfile,
-    requests,
     roster,
     settings,
     worktrees,
 )
-from teamd.errors import BadInput, Interrupted, TeamdError
+from teamd.errors import TeamdError
 from teamd.files import Json
-from teamd.layout import LEAD, ROOT_ENV, Workspace
-from teamd.permissions import describe
-from teamd.records import Request
+from teamd.layout import ROOT_ENV, Workspace
 
 app = typer.Typer(
     name="teamctl",
@@ -58,10 +48,6 @@ app = typer.Typer(
     rich_markup_mode=None,
     context_settings=HELP_OPTIONS,
 )
-task_app = typer.Typer(help="The shared task board.\n\n\b\nExample:\n"
-                       "  teamctl task add shop 'Write the login page' --owner alice",
-                       no_args_is_help=True, rich_markup_mode=None,
-                       context_settings=HELP_OPTIONS)
 app.add_typer(task_app, name="task")
 
 
@@ -186,434 +172,11 @@ app.command()(messages.send)
 app.command()(messages.broadcast)
 app.command("inbox")(messages.inbox_cmd)
 
-
-# -- protocols ---------------------------------------------------------------------------
-def _wait(w: Workspace, team: str, timeout: float, done: Callable[[], Any],
-          pending: Callable[[], str], announce: str | None = None) -> Any:
-    """Wait until `done()` is truthy (woken by inotify on the team's files, re-checked at
-    least twice a second since a process exit touches no file); falsy at the deadline.
-    Ctrl-C ends it with Interrupted (exit 130) and `pending()`: what is still to happen.
-    `announce` is printed first, already under that Ctrl-C handling."""
-    from teamd.watch import wait_for
-
-    with _interruptible(pending):
-        if announce:
-            print(announce, flush=True)
-        return wait_for([w.team_dir(team), w.requests_dir(team)], done, timeout)
-
-
-@contextmanager
-def _interruptible(pending: Callable[[], str]) -> Iterator[None]:
-    """Turn Ctrl-C into one line saying what is still pending, and exit 130."""
-    try:
-        yield
-    except KeyboardInterrupt:
-        try:
-            what = pending()
-        except (OSError, TeamdError) as exc:
-            what = f"could not tell what is pending ({exc})"
-        raise Interrupted(f"interrupted: {what}") from None
-
-
-def _request_state(w: Workspace, team: str, rid: str, name: str) -> str:
-    """What a shutdown request is waiting for, in words."""
-    record = requests.get(w, team, rid)
-    if record["status"] == "pending":
-        return f"{name} has not answered shutdown request {rid} yet (it stays pending)"
-    if record["status"] == "approved":
-        return f"{name} approved shutdown request {rid} but is still running"
-    return f"{name} rejected shutdown request {rid}"
-
-
-def _await_shutdown(w: Workspace, team: str, rid: str, name: str, timeout: float, *,
-                    gone_is_enough: bool = False, announce: str | None = None) -> None:
-    """Wait until `name` answers shutdown request `rid` and is gone (with `gone_is_enough`,
-    until it is gone, answered or not); TeamdError when it rejects or `timeout` passes."""
-
-    def settled() -> Json | None:
-        record = requests.get(w, team, rid)
-        if record["status"] == "rejected":
-            return record
-        if record["status"] == "approved" or gone_is_enough:
-            return None if actions.still_up(w, team, [name]) else record
-        return None
-
-    record = _wait(w, team, timeout, settled, lambda: _request_state(w, team, rid, name),
-                   announce=announce)
-    if record is None:
-        raise TeamdError(f"timed out after {timeout:g}s: "
-                         f"{_request_state(w, team, rid, name)}")
-    if record["status"] == "rejected":
-        raise TeamdError(f"{name} rejected the shutdown: "
-                         f"{record.get('answer_reason') or 'no reason'}")
-
-
-@app.command()
-def shutdown(
-    team: TeamArg, name: NameArg,
-    reason: Annotated[str, typer.Option(help="Why; the member sees it.")] = "",
-    wait: Annotated[bool, typer.Option("--wait", help="Wait for the answer and the exit.")
-                    ] = False,
-    timeout: TimeoutOpt = WAIT_DEFAULT,
-) -> None:
-    """Ask a member to shut down (the handshake). A member with no process is answered for
-    at once. With --wait: exit 0 when approved and gone, 1 when rejected or timed out, 130
-    on Ctrl-C (the request stays pending).
-
-    \b
-    Example:
-      teamctl shutdown shop alice --reason 'done for today' --wait && teamctl delete shop
-    """
-    w = ws()
-    result = actions.shutdown(w, team, name, reason=reason)
-    rid = result["request"]["request_id"]
-    if result["answered"]:
-        print(f"{name} was not running: shut down (request {rid})")
-        return
-    asked = f"asked {name} to shut down (request {rid})"
-    if not wait:
-        print(asked)
-        return
-    _await_shutdown(w, team, rid, name, timeout, announce=asked)
-    print(f"{name} shut down")
-
-
-@app.command()
-def stop(team: TeamArg, name: NameArg,
-         force: Annotated[bool, typer.Option("--force", help="Required: skip the handshake.")
-                          ] = False,
-         timeout: TimeoutOpt = WAIT_DEFAULT) -> None:
-    """Stop a member for good without asking it: desired=stopped, then SIGTERM and, after
-    stop_timeout, SIGKILL (sent by the supervisor). Waits until it is gone.
-
-    \b
-    Example:
-      teamctl stop shop alice --force
-    """
-    if not force:
-        raise BadInput("stop needs --force (to ask the member nicely, use `teamctl shutdown`)")
-    w = ws()
-    member = actions.stop(w, team, name)
-    if member["status"] == "shutdown":
-        print(f"{name} stopped")
-        return
-    still = f"{name} is still running (desired=stopped: the supervisor stops it)"
-    gone = _wait(w, team, timeout, lambda: not actions.still_up(w, team, [name]),
-                 lambda: still, announce=f"stopping {name} (waiting for it to exit)")
-    if not gone:
-        raise TeamdError(f"{name} is still running after {timeout:g}s")
-    print(f"{name} stopped")
-
-
-@app.command()
-def restart(team: TeamArg,
-            name: Annotated[str | None, typer.Argument(
-                help="Member name (default: every member).", show_default=False,
-                autocompletion=complete.member)] = None) -> None:
-    """Stop the member (every member without NAME) if running, clear failed/backoff, and
-    start it again.
-
-    \b
-    Example:
-      teamctl restart shop alice
-    """
-    if name is None:
-        names = actions.restart_all(ws(), team)
-        print(f"restart of {', '.join(names) or 'nobody'} requested")
-    else:
-        actions.restart(ws(), team, name)
-        print(f"restart of {name} requested")
-    if pidfile.running(ws()) is None:
-        print("note: no supervisor is running; it will start with `teamd run`", file=sys.stderr)
-
-
-@app.command()
-def up(team: TeamArg) -> None:
-    """Start every member that is stopped (desired=stopped, shut down or failed), like
-    `docker compose up`.
-
-    \b
-    Example:
-      teamctl up shop
-    """
-    names = actions.restart_all(ws(), team, only_stopped=True)
-    print(f"starting {', '.join(names)}" if names else "every member is already up")
-    if names and pidfile.running(ws()) is None:
-        print("note: no supervisor is running; they start with `teamd run`", file=sys.stderr)
-
-
-def _statuses(w: Workspace, team: str, opened: list[Json]) -> list[Json]:
-    """The requests as they are now; none once the team's folder is gone (deleted)."""
-    try:
-        return [requests.get(w, team, r["request_id"]) for r in opened]
-    except (BadInput, OSError):
-        if actions.team_gone(w, team):
-            return []
-        raise
-
-
-def _still_pending(w: Workspace, team: str, opened: list[Json]) -> str:
-    try:
-        up_now = actions.still_up(w, team)
-    except BadInput:
-        if actions.team_gone(w, team):
-            return f"team {team} is gone"
-        raise
-    waiting = [f"{r['recipient']} (request {r['request_id']} pending)"
-               for r in _statuses(w, team, opened) if r["status"] == "pending"]
-    parts = []
-    if up_now:
-        parts.append(f"still up: {', '.join(up_now)}")
-    if waiting:
-        parts.append(f"not answered: {', '.join(waiting)}")
-    return "; ".join(parts) or "nothing (every member is down)"
-
-
-def _rejections(w: Workspace, team: str, opened: list[Json]) -> list[str]:
-    out = []
-    for record in _statuses(w, team, opened):
-        if record["status"] == "rejected":
-            out.append(f"{record['recipient']} ({record.get('answer_reason') or 'no reason'})")
-    return out
-
-
-@app.command()
-def down(team: TeamArg,
-         force: Annotated[bool, typer.Option("--force", help="No handshake: stop everyone.")
-                          ] = False,
-         wait: Annotated[bool, typer.Option("--wait", help="Wait until every member is down.")
-                         ] = False,
-         timeout: TimeoutOpt = WAIT_DEFAULT) -> None:
-    """Shut every member down with the handshake (or --force), keeping the team, like
-    `docker compose down` without the removal. `teamctl up` starts them again.
-
-    \b
-    Example:
-      teamctl down shop --wait
-    """
-    w = ws()
-    done = actions.down(w, team, force=force)
-    opened = done["requests"]
-    said = (f"asked {', '.join(r['recipient'] for r in opened) or 'nobody'} to shut down"
-            + (f"; stopping {', '.join(done['stopped'])}" if done["stopped"] else "")
-            + (f"; {', '.join(done['answered'])} shut down (not running)"
-               if done["answered"] else ""))
-    if not wait:
-        print(said)
-        return
-
-    def settled() -> bool:
-        return bool(_rejections(w, team, opened)) or not actions.still_up(w, team)
-
-    ok = _wait(w, team, timeout, settled, lambda: _still_pending(w, team, opened),
-               announce=said)
-    rejected = _rejections(w, team, opened)
-    if rejected:
-        raise TeamdError(f"rejected the shutdown: {', '.join(rejected)}")
-    if not ok:
-        raise TeamdError(f"timed out after {timeout:g}s: {_still_pending(w, team, opened)}")
-    print(f"team {team} is down")
-
-
-@app.command()
-def remove(team: TeamArg, name: NameArg,
-           force: Annotated[bool, typer.Option("--force", help="No handshake: stop it.")
-                            ] = False,
-           timeout: TimeoutOpt = WAIT_DEFAULT) -> None:
-    """Take a member out of the team for good: the shutdown handshake (or --force), then
-    out of the roster; its unfinished tasks go back to pending.
-
-    \b
-    Example:
-      teamctl remove shop alice
-    """
-    w = ws()
-    member = roster.get(actions.require_team(w, team), name)
-    pending = f"{name} is still running; it leaves the roster once it is down"
-    if member["desired"] == "running" or actions.still_up(w, team, [name]):
-        if force or member["kind"] == "lead" or name == LEAD:
-            actions.stop(w, team, name)
-        elif member["status"] != "stopping":
-            rid = actions.shutdown(w, team, name, reason=f"removed from team {team}"
-                                   )["request"]["request_id"]
-            _await_shutdown(w, team, rid, name, timeout, gone_is_enough=True)
-    if not _wait(w, team, timeout, lambda: not actions.still_up(w, team, [name]),
-                 lambda: pending):
-        raise TeamdError(f"{name} is still running after {timeout:g}s")
-    gone = actions.remove_member(w, team, name)
-    print(f"removed {name} from team {team}")
-    gitviews.report_release(gone.get("worktree_report"))
-
-
-@app.command()
-def approve(team: TeamArg,
-            request_id: RequestArg,
-            feedback: Annotated[str | None, typer.Option(help="Notes for the member.")] = None,
-            always: Annotated[bool, typer.Option(
-                "--always", help="Permission requests: also allow this exact call from now on "
-                "(added to the team's permissions.json).")] = False,
-            ) -> None:
-    """Approve a plan or a permission request.
-
-    An approved plan opens the member's write tools; an approved permission request runs
-    the waiting tool call, once. --always also allows that exact call from now on.
-
-    \b
-    Example:
-      teamctl approve shop perm-3f2a9c01bd --always
-    """
-    actions.answer_request(ws(), team, request_id, True, feedback, always=always)
-    print(f"approved {request_id}" + (" (always allowed from now on)" if always else ""))
-
-
-@app.command()
-def reject(team: TeamArg,
-           request_id: RequestArg,
-           feedback: Annotated[str, typer.Option(help="What to change, or why not (required).",
-                                                 show_default=False)] = "",
-           ) -> None:
-    """Reject a plan or a permission request, with feedback.
-
-    The member revises a rejected plan; a refused tool call is not run and the model reads
-    the feedback.
-
-    \b
-    Example:
-      teamctl reject shop 4f1c2a --feedback 'Add tests first'
-    """
-    actions.answer_request(ws(), team, request_id, False, feedback)
-    print(f"rejected {request_id}")
-
-
-@app.command("requests")
-def requests_cmd(team: TeamArg,
-                 pending: Annotated[bool, typer.Option("--pending", help="Only unanswered.")
-                                    ] = False,
-                 as_json: JsonOpt = False) -> None:
-    """List shutdown, plan-approval and permission requests.
-
-    A permission request shows the tool and its argument; --json has its whole input.
-
-    \b
-    Example:
-      teamctl requests shop --pending
-    """
-    actions.require_team(ws(), team)
-    records = requests.list_requests(ws(), team, pending_only=pending)
-    if as_json:
-        output.emit_json(records)
-        return
-
-    def detail(r: Request) -> str:
-        if r["kind"] == "permission":
-            said = r.get("feedback") or r.get("answer_reason")
-            return output.short(describe(r) + (f" ({said})" if said else ""), 70)
-        # the asker's words (a shutdown's reason is null when none was given: `-`)
-        return output.short(r.get("plan") or r.get("feedback") or r.get("reason") or "-", 50)
-
-    rows = [(r["request_id"], r["kind"], r["sender"], r["recipient"], r["status"],
-             output.ago(r["created_at"]), detail(r)) for r in records]
-    print(output.table(["REQUEST", "KIND", "FROM", "TO", "STATUS", "OPENED", "DETAIL"], rows)
-          if rows else "no requests")
-
-
-# -- tasks -------------------------------------------------------------------------------
-def _ids(text: str | None) -> list[int]:
-    if not text:
-        return []
-    try:
-        return [int(p) for p in text.replace(" ", "").split(",") if p]
-    except ValueError:
-        raise BadInput(f"--blocked-by takes task ids like 1,2 (got {text!r})") from None
-
-
-@task_app.command("add")
-def task_add(team: TeamArg,
-             subject: Annotated[str, typer.Argument(help="One line.", show_default=False)],
-             description: Annotated[str, typer.Option(help="Details.")] = "",
-             blocked_by: Annotated[str | None, typer.Option(
-                 help="Ids this task waits on, e.g. 1,2.")] = None,
-             owner: Annotated[str | None, typer.Option(
-                 metavar="NAME", help="Give it to this member (sent to it once unblocked).",
-                 autocompletion=complete.member)] = None,
-             as_json: JsonOpt = False) -> None:
-    """Add a task to the board.
-
-    \b
-    Example:
-      teamctl task add shop 'Write the login page' --blocked-by 1 --owner alice
-    """
-    task = actions.add_task(ws(), team, subject, description, _ids(blocked_by), owner=owner)
-    if as_json:
-        output.emit_json(task)
-    else:
-        print(f"created task #{task['id']}: {task['subject']}")
-
-
-@task_app.command("list")
-def task_list(team: TeamArg, as_json: JsonOpt = False) -> None:
-    """List the board.
-
-    \b
-    Example:
-      teamctl task list shop --json | jq '.[] | select(.status != "completed")'
-    """
-    tasks = board.list_tasks(ws(), team)
-    if as_json:
-        output.emit_json(tasks)
-        return
-    rows = [(f"#{t['id']}", t["status"], t["owner"] or "-",
-             ",".join(map(str, t["blocked_by"])) or "-", output.short(t["subject"], 60))
-            for t in tasks]
-    print(output.table(["ID", "STATUS", "OWNER", "BLOCKED BY", "SUBJECT"], rows)
-          if rows else "no tasks")
-
-
-@task_app.command("show")
-def task_show(team: TeamArg, task_id: TaskIdArg,
-              as_json: JsonOpt = False) -> None:
-    """Show one task.
-
-    \b
-    Example:
-      teamctl task show shop 3
-    """
-    task: Mapping[str, Any] = board.get(ws(), team, task_id)
-    if as_json:
-        output.emit_json(task)
-        return
-    for key in ("id", "subject", "status", "owner", "blocked_by", "blocks", "created_by"):
-        print(f"{key + ':':12} {output.short(task[key], None)}")
-    for key in ("created_at", "claimed_at", "completed_at"):
-        print(f"{key + ':':12} {output.when(task[key])}")
-    if task["description"]:
-        print(f"\n{output.safe(task['description'])}")
-
-
-@task_app.command("update")
-def task_update(
-    team: TeamArg, task_id: TaskIdArg,
-    status: Annotated[str | None, typer.Option(help="pending, in_progress or completed.")
-                      ] = None,
-    owner: Annotated[str | None, typer.Option(help="A member name; '' clears it.",
-                                              autocompletion=complete.member)] = None,
-    blocked_by: Annotated[str | None, typer.Option(help="Add ids this task waits on.")
-                          ] = None,
-    as_json: JsonOpt = False,
-) -> None:
-    """Change a task's status, owner or dependencies.
-
-    \b
-    Example:
-      teamctl task update shop 3 --owner bob --blocked-by 2
-    """
-    task = actions.update_task(ws(), team, task_id, status=status,
-                               owner=board.UNSET if owner is None else owner,
-                               add_blocked_by=_ids(blocked_by))
-    if as_json:
-        output.emit_json(task)
-    else:
-        print(f"task #{task_id}: {task['status']}, owner {task['owner'] or '-'}")
+# -- members and teams coming and going: teamctl.lifecycle; answers: teamctl.asks --------
+for command in (lifecycle.shutdown, lifecycle.stop, lifecycle.restart, lifecycle.up,
+                lifecycle.down, lifecycle.remove, asks.approve, asks.reject):
+    app.command()(command)
+app.command("requests")(asks.requests_cmd)
 
 
 @app.command("budget")
@@ -736,59 +299,7 @@ def board_cmd(team: TeamArg,
 app.command()(journal.logs)
 app.command()(journal.transcript)
 app.command()(journal.attach)
-
-
-@app.command()
-def delete(team: TeamArg,
-           force: Annotated[bool, typer.Option("--force", help="No handshake: stop everyone.")
-                            ] = False,
-           timeout: TimeoutOpt = WAIT_DEFAULT,
-           purge: Annotated[bool, typer.Option(
-               "--purge", help="Keep no archive of its journal, sessions and transcripts.")
-           ] = False) -> None:
-    """Shut every member down (handshake, or --force), then remove the team's folders. Its
-    journal, sessions and transcripts are kept in .teams/.archive/TEAM-TIME/ (unless
-    --purge), where `teamctl logs TEAM` still finds them.
-
-    \b
-    Example:
-      teamctl delete shop --timeout 60
-    """
-    w = ws()
-    with_worktrees = [m for m in actions.require_team(w, team)["members"] if m.get("worktree")]
-    started = actions.delete_team(w, team, force=force, purge=purge)
-    opened = started["requests"]
-
-    def finished() -> bool:
-        if actions.team_gone(w, team):
-            return True
-        return bool(_rejections(w, team, opened)) or actions.finish_delete(w, team)
-
-    said = actions.asked_to_shut_down(opened)
-    if started["deleted"] and said:
-        print(said)  # they exited at once: still say what was asked
-    done = started["deleted"] or _wait(w, team, timeout, finished,
-                                       lambda: _delete_pending(w, team, opened),
-                                       announce=said)
-    if not actions.team_gone(w, team):
-        rejected = _rejections(w, team, opened)
-        why = f"rejected the shutdown: {', '.join(rejected)}" if rejected else \
-            f"timed out after {timeout:g}s" if not done else "not removed"
-        raise TeamdError(f"team {team} is not deleted: {why}; "
-                         f"{_still_pending(w, team, opened)}; it stays `deleting` "
-                         f"(`teamctl delete {team} --force` stops everyone)")
-    archives = w.archives(team)
-    kept = f"; its journal and transcripts are in {archives[-1]}" \
-        if archives and not purge else ""
-    print(f"deleted team {team}{kept}")
-    gitviews.report_after_delete(with_worktrees)
-
-
-def _delete_pending(w: Workspace, team: str, opened: list[Json]) -> str:
-    if actions.team_gone(w, team):
-        return f"team {team} is deleted"
-    return (f"team {team} is being deleted; {_still_pending(w, team, opened)}; "
-            f"`teamctl delete {team}` again waits for it (--force stops everyone)")
+app.command()(lifecycle.delete)
 
 
 @app.command("diff")

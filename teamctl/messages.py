@@ -15,7 +15,7 @@ import typer
 
 from teamctl import complete, output
 from teamctl.params import JsonOpt, TeamArg, ws
-from teamd import actions, files, inbox, roster, suggest
+from teamd import actions, files, inbox, policy, roster, suggest
 from teamd.errors import BadInput
 from teamd.files import Json
 from teamd.layout import LEAD
@@ -81,7 +81,7 @@ def send(
 def _warn_if_stopped(team: str, name: str) -> None:
     """Delivered, but nobody reads it until the member runs again: say so (CONTRACT §9)."""
     member = roster.find(roster.load(ws(), team), name)
-    if member is not None and member["status"] in ("shutdown", "failed") \
+    if member is not None and member["status"] in policy.GONE \
             and not roster.is_live(member):
         print(f"note: {name} is {member['status']}: the message waits in its inbox until it "
               f"is started again (`teamctl restart {team} {name}`)", file=sys.stderr)

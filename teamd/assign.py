@@ -18,12 +18,13 @@ import logging
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from pathlib import Path
+from typing import cast
 
-from teamd import board, files, inbox, requests
-from teamd.errors import BadInput, TeamdError
+from teamd import board, inbox, requests
+from teamd.errors import BadInput
 from teamd.files import Json
 from teamd.layout import LEAD, SUPERVISOR, Workspace
+from teamd.policy import AWAITING_WORK
 from teamd.wake import SETTLE, has_mail
 
 log = logging.getLogger(__name__)
@@ -69,14 +70,7 @@ class BoardIndex:
     def load(cls, ws: Workspace, team: str) -> BoardIndex:
         """Read the whole board once (at start, and after an overflow)."""
         index = cls()
-        folder = ws.tasks_dir(team)
-        tasks: dict[int, Json] = {}
-        if folder.is_dir():
-            for path in folder.glob("*.json"):
-                if path.stem.isdigit():
-                    task = read_task(path)
-                    if task is not None:
-                        tasks[int(path.stem)] = task
+        tasks = cast(dict[int, Json], board.read_all(ws, team))
         index.fill(tasks.values())
         index.note_top(read_highwatermark(ws, team))
         return index
@@ -90,7 +84,7 @@ class BoardIndex:
 
     def refresh(self, ws: Workspace, team: str, task_id: int) -> None:
         """Re-read one task's file (inotify named it) and what depends on it."""
-        self.note(task_id, read_task(ws.task(team, task_id)))
+        self.note(task_id, cast(Json | None, board.read(ws, team, task_id)))
 
     def refresh_new(self, ws: Workspace, team: str) -> None:
         """`.highwatermark` moved: read the ids above the highest known (their own events
@@ -161,19 +155,6 @@ class BoardIndex:
         return sorted((tid, *w) for tid, w in self.working.items())
 
 
-def read_task(path: Path) -> Json | None:
-    """A task file, or None when it is missing or not a task (a hand edit: said in the
-    log; tasks are written atomically, so it is never a torn write)."""
-    try:
-        task = files.read_json(path)
-        if task is not None:
-            int(task["id"]), str(task["status"])
-        return task
-    except (TeamdError, KeyError, TypeError, ValueError) as exc:
-        log.error("%s: skipped, not a task (%s)", path, exc)
-        return None
-
-
 def read_highwatermark(ws: Workspace, team: str) -> int:
     try:
         return int(ws.highwatermark(team).read_text().strip() or 0)
@@ -194,9 +175,8 @@ def plan_pending(ws: Workspace, team: str, member: Json) -> bool:
     `requests/`."""
     if not member.get("plan_mode_required"):
         return False
-    joined = member.get("joined_at") or 0
-    plans = [r for r in requests.list_requests(ws, team) if r["kind"] == "plan_approval"
-             and r["sender"] == member["name"] and (r.get("created_at") or 0) >= joined]
+    plans = requests.plans_of(requests.list_requests(ws, team), member["name"],
+                              member.get("joined_at"))
     if not plans:
         return False
     latest = max(plans, key=lambda r: r.get("created_at") or 0)
@@ -243,7 +223,7 @@ class Assigner:
             given = self.given.get(name)
             if given is None:
                 continue
-            if status not in ("idle", "sleeping") or given.marker != marker(m):
+            if status not in AWAITING_WORK or given.marker != marker(m):
                 del self.given[name]
                 continue
             if given.taken_at is None and not has_mail(name):
@@ -274,12 +254,12 @@ class Assigner:
         owners = {m["name"]: m for m in members if takes_work(m)
                   and m["desired"] == "running" and m["status"] in OWNER_STATUSES}
         pairs: list[tuple[int, str]] = []
-        busy: set[str] = set(self.given) | {m["name"] for m in members if m["status"] in (
-            "idle", "sleeping") and has_mail(m["name"])}
+        busy: set[str] = set(self.given) | {
+            m["name"] for m in members if m["status"] in AWAITING_WORK and has_mail(m["name"])}
         # an owner is sent its task when it is idle, or asleep (then woken for it), as any
         # other task; one at a time, each as a turn of its own
         waiting = {name for name, m in owners.items() if (m["status"] == "idle") == (
-            name in live) and m["status"] in ("idle", "sleeping")}
+            name in live) and m["status"] in AWAITING_WORK}
         for task_id in sorted(self.index.owned_ready):
             owner = self.index.entries[task_id].owner
             if owner is not None and owner in waiting and owner not in busy \
@@ -294,7 +274,7 @@ class Assigner:
 
         # CONTRACT §6: a member whose plan is pending claims nothing
         free = [m for m in owners.values() if m["name"] not in busy
-                and not (m["status"] in ("idle", "sleeping") and plan_pending(m["name"]))]
+                and not (m["status"] in AWAITING_WORK and plan_pending(m["name"]))]
         idle = sorted((m for m in free if m["status"] == "idle" and m["name"] in live), key=since)
         starting = [m for m in free if m["status"] == "starting" and m["name"] in live]
         asleep = sorted((m for m in free if m["status"] == "sleeping"
@@ -313,7 +293,7 @@ class Assigner:
         or handed over directly (`task update --owner … --status in_progress`). Sent
         again; the teammate ignores a task its conversation knows."""
         waiting = {m["name"] for m in members if takes_work(m) and m["desired"] == "running"
-                   and m["status"] in ("idle", "sleeping") and m["name"] not in self.given}
+                   and m["status"] in AWAITING_WORK and m["name"] not in self.given}
         working = self.index.in_progress()
         # what is no longer in progress need not be remembered as told
         self.told.intersection_update(working)
@@ -410,7 +390,7 @@ class Boards:
             # one already waiting in its inbox (a sleeper's) is not sent twice
             if not any(m["type"] == "task_assigned" and m.get("task_id") == task_id
                        for m in inbox.peek(self.ws, team, name)):
-                task = read_task(self.ws.task(team, task_id))
+                task = cast(Json | None, board.read(self.ws, team, task_id))
                 if task is not None:
                     self.send(team, name, task)
                     assigner.gave(by_name[name], task, now)

@@ -55,13 +55,17 @@ def _ids_on_disk(ws: Workspace, team: str) -> list[int]:
     return sorted(int(m[1]) for m in map(_TASK_NAME.fullmatch, names) if m)
 
 
-def _read(ws: Workspace, team: str, task_id: int) -> Task | None:
-    """Task `task_id` read by its path, or None when there is no such task."""
+def read(ws: Workspace, team: str, task_id: int) -> Task | None:
+    """The one reader of a task file: task `task_id`, or None when it is missing or not a
+    task (a hand edit, said in the log: tasks are written atomically, so it is never a
+    torn write)."""
     path = ws.task(team, task_id)
     try:
         task = files.read_json(path)
         if task is not None and int(task["id"]) != task_id:
             raise ValueError(f"its id is {task['id']!r}")
+        if task is not None:
+            str(task["status"])
         return cast(Task | None, task)
     except (TeamdError, KeyError, TypeError, ValueError) as exc:
         # tasks are written atomically, so this is a hand edit: report, skip
@@ -80,7 +84,7 @@ class _Board(Mapping[int, Task]):
 
     def _get(self, task_id: int) -> Task | None:
         if task_id not in self._seen:
-            self._seen[task_id] = _read(self._ws, self._team, task_id)
+            self._seen[task_id] = read(self._ws, self._team, task_id)
         return self._seen[task_id]
 
     def put(self, task: Task) -> None:
@@ -103,7 +107,7 @@ class _Board(Mapping[int, Task]):
         return sum(1 for _ in self)
 
 
-def _load_all(ws: Workspace, team: str) -> dict[int, Task]:
+def read_all(ws: Workspace, team: str) -> dict[int, Task]:
     """Every readable task, in id order (a bad file is reported and skipped)."""
     return dict(_Board(ws, team).items())
 
@@ -113,7 +117,7 @@ def list_tasks(ws: Workspace, team: str) -> list[Json]:
     the supervisor read it as such.)"""
     if not ws.tasks_dir(team).is_dir():
         raise roster.unknown_team(ws, team)
-    return cast(list[Json], list(_load_all(ws, team).values()))
+    return cast(list[Json], list(read_all(ws, team).values()))
 
 
 def get(ws: Workspace, team: str, task_id: int) -> Json:
@@ -295,27 +299,15 @@ def _status(tasks: Mapping[int, Mapping[str, Any]], task_id: int) -> Any:
     return None if task is None else task.get("status")
 
 
-def claimable(ws: Workspace, team: str, member: str | None = None) -> list[Task]:
-    """Tasks `member` could claim now (unowned ones, plus those already given to it)."""
-    tasks = _load_all(ws, team)
-    return [t for t in tasks.values() if is_claimable(tasks, t, member)]
-
-
-def claim(ws: Workspace, team: str, member: str, task_id: int | None = None) -> Json | None:
-    """Claim `task_id`, or the best claimable task: one already given to `member` first,
-    else the lowest unowned id. Re-checked under the board lock: no two owners, ever.
-    (Typed `Json`, not `Task`, while the teammate's loop reads it as such.)"""
+def claim(ws: Workspace, team: str, member: str, task_id: int) -> Json | None:
+    """Claim task `task_id` for `member`, re-checked under the board lock: no two owners,
+    ever. None when it is not claimable. (Typed `Json`, not `Task`, while the teammate's
+    loop reads it as such.)"""
     with locked(ws, team):
-        # a given task: read it and its blockers only; else every task, to pick one
-        tasks: Mapping[int, Task] = _Board(ws, team) if task_id is not None else \
-            _load_all(ws, team)
-        if task_id is not None:
-            if task_id not in tasks:
-                raise BadInput(f"unknown task #{task_id} in team {team!r}")
-            candidates = [tasks[task_id]] if is_claimable(tasks, tasks[task_id], member) else []
-        else:
-            ready = [t for t in tasks.values() if is_claimable(tasks, t, member)]
-            candidates = [t for t in ready if t["owner"] == member] or ready
+        tasks: Mapping[int, Task] = _Board(ws, team)  # the task and its blockers only
+        if task_id not in tasks:
+            raise BadInput(f"unknown task #{task_id} in team {team!r}")
+        candidates = [tasks[task_id]] if is_claimable(tasks, tasks[task_id], member) else []
         if not candidates:
             return None
         task = candidates[0]
@@ -333,7 +325,7 @@ def release(ws: Workspace, team: str, member: str) -> list[int]:
         return []
     released = []
     with locked(ws, team):
-        for tid, task in _load_all(ws, team).items():
+        for tid, task in read_all(ws, team).items():
             if task["owner"] == member and task["status"] != "completed":
                 task.update({"owner": None, "status": "pending"})
                 _save(ws, team, task)

@@ -30,7 +30,7 @@ from typing import Any
 import filelock
 
 from teamd.errors import TeamdError
-from teamd.linescan import Judge, RawLine, Sorted, json_judge, sort_lines
+from teamd.linescan import Judge, RawLine, Sorted, sort_lines
 
 log = logging.getLogger(__name__)
 
@@ -363,13 +363,6 @@ def _maybe_lock(path: Path, already: bool) -> Iterator[None]:
     else:
         with lock(path):
             yield
-
-
-def drain_jsonl(path: Path, consume: Callable[[list[Json]], None],
-                valid: Callable[[Json], bool] | None = None) -> list[Json]:
-    """Take every record out of `path` without losing one (see `drain_lines`); lines that
-    are not JSON objects passing `valid` are moved aside as "bad"."""
-    return drain_lines(path, consume, json_judge(valid)).taken
 
 
 def drain_lines(path: Path, consume: Callable[[list[Json]], None], judge: Judge,

@@ -13,9 +13,9 @@ import subprocess
 from pathlib import Path
 
 from teamd import roster
-from teamd.agent.tools_files import child_env
 from teamd.errors import BadInput, TeamdError
 from teamd.files import Json
+from teamd.pgroup import child_env
 
 #: variables that would point git at another repository than the `-C` one
 _REDIRECTS = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_COMMON_DIR",

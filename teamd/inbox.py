@@ -141,12 +141,6 @@ def refusal(record: Json) -> str | None:
     return None
 
 
-def is_message(record: Json) -> bool:
-    """Shaped like a message: a line that is JSON but not this is a bad line, moved aside
-    rather than handed to a teammate that would trip over it on every restart."""
-    return refusal(record) is None
-
-
 def judge() -> linescan.Judge:
     """A reader's verdict on each line of one inbox, read oldest first: the message, or
     why it is refused. Stateful: a second line with an id already accepted is a

@@ -25,6 +25,10 @@ if TYPE_CHECKING:
 
 #: a teammate in one of these is still at work: the team is not quiet (CONTRACT §12)
 WORKING = ("starting", "active", "waiting")
+#: a member in one of these will not come back by itself: only `restart` or `up` starts it
+GONE = ("shutdown", "failed")
+#: a teammate in one of these waits for work: a task may be handed to it (CONTRACT §5)
+AWAITING_WORK = ("idle", "sleeping")
 
 
 @dataclass
@@ -164,7 +168,7 @@ def decide(member: Json, process: MemberProcess | None, now: float, *, orphan: b
     if requested > (member.get("started_at") or 0):
         # FAILED / BACKOFF / SHUTDOWN / PENDING -> STARTING: `restart` clears the count
         return spawn(reset=True)
-    if status in ("failed", "shutdown"):
+    if status in GONE:
         return NOTHING  # FAILED, SHUTDOWN: only `restart` (or `up`) starts it again
     if status == "backoff":
         due = float(member.get("restart_at") or 0)
@@ -201,7 +205,7 @@ class Outcome:
     @property
     def release_tasks(self) -> bool:
         """It will not come back by itself: its tasks go back to the board."""
-        return self.status in ("shutdown", "failed")
+        return self.status in GONE
 
     def write(self, member: Json) -> tuple[str, str] | None:
         """Write the outcome into `member`'s live fields; (from, to) if its status moved."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import secrets
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import cast
 
 from teamd import events, files
@@ -134,11 +134,18 @@ def plan_approved(ws: Workspace, team: str, member: str, since: float | None = N
     return gate_open(list_requests(ws, team), member, since)
 
 
+def plans_of(records: Iterable[Request], member: str, since: float | None = None
+             ) -> list[Request]:
+    """The plan requests `member` made since it joined (`since`: its `joined_at`): the
+    plan state of CONTRACT §6 is read from these alone, so a plan of a removed member of
+    that name is never the new member's."""
+    return [r for r in records if r["kind"] == "plan_approval" and r["sender"] == member
+            and (r.get("created_at") or 0) >= (since or 0)]
+
+
 def gate_open(records: list[Request], member: str, since: float | None = None) -> bool:
     """`plan_approved` over records already read (`status` reads them once per team)."""
-    return any(r["kind"] == "plan_approval" and r["sender"] == member
-               and r["status"] == "approved" and (r.get("created_at") or 0) >= (since or 0)
-               for r in records)
+    return any(r["status"] == "approved" for r in plans_of(records, member, since))
 
 
 def pending_plan(ws: Workspace, team: str, member: str, since: float | None = None
@@ -146,6 +153,5 @@ def pending_plan(ws: Workspace, team: str, member: str, since: float | None = No
     """The plan request of `member` still waiting for the lead's answer, if any, made since
     it joined (`since`: its `joined_at`; a plan of a removed member of that name is not
     the new member's)."""
-    return next((r for r in list_requests(ws, team, pending_only=True)
-                 if r["kind"] == "plan_approval" and r["sender"] == member
-                 and (r.get("created_at") or 0) >= (since or 0)), None)
+    return next(iter(plans_of(list_requests(ws, team, pending_only=True), member, since)),
+                None)

@@ -127,10 +127,6 @@ class MemberWake:
             self._fd = None
             self._fall_back(why)
 
-    @property
-    def piped(self) -> bool:
-        return self._fd is not None
-
     def _fall_back(self, why: str) -> None:
         if self._fd is not None:
             close(self._fd)

@@ -122,15 +122,13 @@ def drain_worker(root: str, team: str, name: str, out: str, stop: Any, ready: An
 
 
 def claim_worker(root: str, team: str, member: str, out: str, go: Any) -> None:
-    """Claim tasks until none is claimable; record the ids this member got."""
+    """Try to claim every task, lowest id first; record the ids this member got."""
     ws = Workspace.at(root)
     go.wait()
     got = []
-    while True:
-        task = board.claim(ws, team, member)
-        if task is None:
-            break
-        got.append(task["id"])
+    for tid in sorted(t["id"] for t in board.list_tasks(ws, team)):
+        if board.claim(ws, team, member, tid) is not None:
+            got.append(tid)
     _dump(out, got)
 
 

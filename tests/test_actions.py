@@ -161,7 +161,7 @@ def test_broadcast_with_nobody_to_reach_is_refused(ws: Workspace) -> None:
 def test_shutdown_of_a_member_not_live_is_answered_on_its_behalf(ws: Workspace,
                                                                  team: str) -> None:
     board.create(ws, team, "alice's work")
-    board.claim(ws, team, "alice")
+    board.claim(ws, team, "alice", 1)
     result = actions.shutdown(ws, team, "alice", reason="done for today")
     assert result["answered"] is True
     record = requests.get(ws, team, result["request"]["request_id"])
@@ -223,7 +223,7 @@ def test_a_reused_pid_is_not_live(ws: Workspace, team: str,
 
 def test_stop_and_restart_of_a_member_not_live(ws: Workspace, team: str) -> None:
     board.create(ws, team, "bob's")
-    board.claim(ws, team, "bob")
+    board.claim(ws, team, "bob", 1)
     m = actions.stop(ws, team, "bob")
     assert m["desired"] == "stopped" and m["status"] == "shutdown"
     assert board.get(ws, team, 1)["owner"] is None
@@ -241,23 +241,23 @@ def test_plan_approval_round_trip(ws: Workspace, team: str) -> None:
     record = requests.get(ws, team, rid)
     assert record["kind"] == "plan_approval" and record["plan"] == "1. read 2. write"
     with pytest.raises(BadInput, match="feedback"):
-        actions.answer_plan(ws, team, rid, False)
-    answer = actions.answer_plan(ws, team, rid, False, "add tests")
+        actions.answer_request(ws, team, rid, False, only="plan_approval")
+    answer = actions.answer_request(ws, team, rid, False, "add tests", only="plan_approval")
     assert answer["type"] == "plan_approval_response" and answer["approve"] is False
     assert answer["recipient"] == "alice" and answer["feedback"] == "add tests"
     assert inbox.peek(ws, team, "alice") == [answer]
     assert not requests.plan_approved(ws, team, "alice")
     before = snapshot(ws.root)
     with pytest.raises(BadInput, match="already rejected"):
-        actions.answer_plan(ws, team, rid, True)
+        actions.answer_request(ws, team, rid, True, only="plan_approval")
     assert snapshot(ws.root) == before
     rid2 = actions.send(ws, team, "lead", "v2", type_="plan_approval_request",
                         sender="alice")["request_id"]
-    actions.answer_plan(ws, team, rid2, True)
+    actions.answer_request(ws, team, rid2, True, only="plan_approval")
     assert requests.plan_approved(ws, team, "alice")
     shut = actions.shutdown(ws, team, "bob")["request"]["request_id"]
     with pytest.raises(BadInput, match="shutdown request"):
-        actions.answer_plan(ws, team, shut, True)
+        actions.answer_request(ws, team, shut, True, only="plan_approval")
 
 
 # -- deletion ----------------------------------------------------------------------------
@@ -269,7 +269,7 @@ def test_plan_approval_round_trip(ws: Workspace, team: str) -> None:
 ])
 def test_a_team_being_deleted_takes_no_new_work(ws: Workspace, team: str, attempt: object
                                                 ) -> None:
-    actions.mark_deleting(ws, team)
+    actions.begin_delete(ws, team)
     assert roster.load(ws, team)["state"] == "deleting"
     assert journal(ws, "team_deleting")
     before = snapshot(ws.root)
@@ -282,7 +282,7 @@ def test_winding_down_still_lands_while_deleting(ws: Workspace, team: str,
                                                  live_process: psutil.Process) -> None:
     make_live(ws, TEAM, "alice", live_process)
     rid = actions.shutdown(ws, team, "alice")["request"]["request_id"]
-    actions.mark_deleting(ws, team)
+    actions.begin_delete(ws, team)
     actions.send(ws, team, "lead", "bye", type_="shutdown_response", sender="alice",
                  request_id=rid, approve=True)
     actions.send(ws, team, "lead", "idle", type_="idle_notification", sender="bob")

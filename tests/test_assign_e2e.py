@@ -212,7 +212,7 @@ def test_a_member_whose_plan_is_pending_gets_nothing(ws: Workspace, server: Scri
         wait_all(ws, ["other"], "idle")
         assert assigned(ws) == [(2, "other")]
         assert board.get(ws, TEAM, 1)["status"] == "pending"
-        actions.answer_plan(ws, TEAM, plan["request_id"], True)
+        actions.answer_request(ws, TEAM, plan["request_id"], True, only="plan_approval")
         wait_until(lambda: done(ws, 1), T, "the planner's task done after the approval")
     assert assigned(ws) == [(2, "other"), (1, "planner")]
     assert shown(server, 1) == ["planner"]

@@ -151,7 +151,7 @@ def prepare(root: Path) -> None:
     actions.create_team(ws, "fresh")
     actions.create_team(ws, "gone")
     actions.spawn(ws, "gone", "alice", "work")
-    actions.mark_deleting(ws, "gone")
+    actions.begin_delete(ws, "gone")
 
 
 @dataclass

@@ -139,33 +139,11 @@ def test_update_status_and_owner(ws: Workspace, team: str) -> None:
 
 
 # -- claiming ----------------------------------------------------------------------------
-def test_claim_takes_the_lowest_claimable_id(ws: Workspace, team: str) -> None:
-    make(ws, 10)
-    board.update(ws, team, 2, add_blocked_by=[3])  # 2 waits on 3
-    board.update(ws, team, 1, status="completed")
-    got = board.claim(ws, team, "alice")
-    assert got is not None and got["id"] == 3
-    assert got["owner"] == "alice" and got["status"] == "in_progress"
-    assert isinstance(got["claimed_at"], float)
-    assert files.read_json(ws.task(team, 3)) == got
-    assert board.claim(ws, team, "bob")["id"] == 4  # type: ignore[index]
-    board.update(ws, team, 3, status="completed")
-    assert board.claim(ws, team, "bob")["id"] == 2  # type: ignore[index]
-    # numeric order, not text order: 10 comes after 9
-    claimed = [board.claim(ws, team, "carol")["id"] for _ in range(6)]  # type: ignore[index]
-    assert claimed == [5, 6, 7, 8, 9, 10]
-    assert board.claim(ws, team, "carol") is None
-    ev = [r for r in events.read(ws, team) if r["event"] == "task_claimed"]
-    assert [(r["task_id"], r["member"]) for r in ev][:2] == [(3, "alice"), (4, "bob")]
-
-
 def test_claim_rechecks_under_the_lock(ws: Workspace, team: str) -> None:
     make(ws, 2)
-    seen = board.claimable(ws, team)
-    assert [t["id"] for t in seen] == [1, 2]
     # between the look and the claim, someone else took #1
     assert board.claim(ws, team, "bob", 1) is not None
-    assert board.claim(ws, team, "alice", seen[0]["id"]) is None
+    assert board.claim(ws, team, "alice", 1) is None
     assert board.get(ws, team, 1)["owner"] == "bob"
     board.update(ws, team, 2, status="completed")
     assert board.claim(ws, team, "alice", 2) is None  # completed: not claimable
@@ -177,24 +155,21 @@ def test_owned_pending_task_is_claimed_by_its_owner_only(ws: Workspace, team: st
     make(ws, 3)
     board.update(ws, team, 2, owner="alice")
     board.update(ws, team, 3, owner="alice")
-    assert [t["id"] for t in board.claimable(ws, team, "bob")] == [1]
-    assert [t["id"] for t in board.claimable(ws, team, "alice")] == [1, 2, 3]
     assert board.claim(ws, team, "bob", 2) is None
-    # its owner starts its own task before a lower unowned one
-    assert board.claim(ws, team, "alice")["id"] == 2  # type: ignore[index]
-    assert board.claim(ws, team, "bob")["id"] == 1  # type: ignore[index]
-    assert board.claim(ws, team, "bob") is None  # 3 is alice's
-    assert board.claim(ws, team, "alice")["id"] == 3  # type: ignore[index]
+    assert board.claim(ws, team, "bob", 3) is None  # 3 is alice's
+    assert board.claim(ws, team, "alice", 2)["id"] == 2  # type: ignore[index]
+    assert board.claim(ws, team, "bob", 1)["id"] == 1  # type: ignore[index]
+    assert board.claim(ws, team, "alice", 3)["id"] == 3  # type: ignore[index]
 
 
 def test_owned_task_waits_for_its_blockers(ws: Workspace, team: str) -> None:
     make(ws, 1)
     board.create(ws, team, "two", blocked_by=[1])
     board.update(ws, team, 2, owner="alice")
-    assert board.claim(ws, team, "alice")["id"] == 1  # type: ignore[index]
-    assert board.claim(ws, team, "alice") is None
+    assert board.claim(ws, team, "alice", 2) is None  # 1 is not completed yet
+    assert board.claim(ws, team, "alice", 1)["id"] == 1  # type: ignore[index]
     board.update(ws, team, 1, status="completed")
-    assert board.claim(ws, team, "alice")["id"] == 2  # type: ignore[index]
+    assert board.claim(ws, team, "alice", 2)["id"] == 2  # type: ignore[index]
 
 
 def test_release_returns_unfinished_tasks_to_the_pool(ws: Workspace, team: str) -> None:

@@ -37,7 +37,7 @@ def test_a_claim_the_conversation_never_heard_of_is_taken_up_once(
     board.create(ws, TEAM, "Port the login page")
     board.create(ws, TEAM, "Port the settings page")
     # the state a kill -9 leaves right after board.claim: owned, in progress, untold
-    assert board.claim(ws, TEAM, "alice")["id"] == 1
+    assert board.claim(ws, TEAM, "alice", 1)["id"] == 1
 
     with running_teamd(ws, server.url, idle_timeout=60):
         wait_until(lambda: all(t["status"] == "completed"

@@ -188,13 +188,14 @@ def test_drain_hands_records_to_consumer_then_truncates(folder: Path) -> None:
     files.append_jsonl(path, [{"n": 1}, {"n": 2}])
     inode = path.stat().st_ino
     got: list[list[dict[str, int]]] = []
-    assert files.drain_jsonl(path, got.append) == [{"n": 1}, {"n": 2}]
+    assert files.drain_lines(path, got.append, linescan.json_judge()).taken == [{"n": 1}, {"n": 2}]
     assert got == [[{"n": 1}, {"n": 2}]]
     assert path.read_bytes() == b""
     assert path.stat().st_ino == inode  # truncated in place, not replaced
-    assert files.drain_jsonl(path, got.append) == []
+    assert files.drain_lines(path, got.append, linescan.json_judge()).taken == []
     assert len(got) == 1  # the consumer is not called for nothing
-    assert files.drain_jsonl(folder / "missing.jsonl", got.append) == []
+    missing = folder / "missing.jsonl"
+    assert files.drain_lines(missing, got.append, linescan.json_judge()).taken == []
     assert not (folder / "missing.jsonl").exists()
 
 
@@ -202,7 +203,7 @@ def test_drain_moves_bad_lines_and_torn_tail_to_rejected(folder: Path) -> None:
     path = folder / "x.jsonl"
     path.write_bytes(b'{"n":1}\nGARBAGE\n{"n":2}\n{"torn')
     got: list[dict[str, int]] = []
-    assert files.drain_jsonl(path, got.extend) == [{"n": 1}, {"n": 2}]
+    assert files.drain_lines(path, got.extend, linescan.json_judge()).taken == [{"n": 1}, {"n": 2}]
     assert got == [{"n": 1}, {"n": 2}]
     assert path.read_bytes() == b""
     rejected = files.read_jsonl(folder / "x.rejected.jsonl").records
@@ -220,10 +221,10 @@ def test_drain_does_not_truncate_when_the_consumer_raises(folder: Path) -> None:
         raise OSError("disk full")
 
     with pytest.raises(OSError, match="disk full"):
-        files.drain_jsonl(path, crash)
+        files.drain_lines(path, crash, linescan.json_judge())
     assert path.read_bytes() == before
     # and the lock was released: the next drain gets the same records
-    assert files.drain_jsonl(path, lambda b: None) == [{"n": 1}]
+    assert files.drain_lines(path, lambda b: None, linescan.json_judge()).taken == [{"n": 1}]
 
 
 def test_rewrite_jsonl_keeps_good_records_and_filters(folder: Path) -> None:

@@ -228,9 +228,9 @@ def test_a_reader_refuses_what_a_writer_would_have(ws: Workspace, team: str) -> 
 def test_make_writes_every_field_a_reader_asks_for() -> None:
     answer = inbox.make("plan_approval_response", "lead", "alice", "ok", request_id="r",
                         approve=True, feedback=None)
-    assert answer["feedback"] == "" and inbox.is_message(answer)
+    assert answer["feedback"] == "" and inbox.refusal(answer) is None
     note = inbox.make("idle_notification", "alice", "lead", "idle", reason="no task")
-    assert note["summary"] == "" and inbox.is_message(note)
+    assert note["summary"] == "" and inbox.refusal(note) is None
     with pytest.raises(BadInput, match="shutdown_request: missing field request_id"):
         inbox.make("shutdown_request", "lead", "alice", "stop", reason="done")
     with pytest.raises(BadInput, match="missing field task_id"):

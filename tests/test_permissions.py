@@ -95,7 +95,7 @@ def test_a_process_umask_of_000_is_no_excuse_in_process(tmp_path: Path) -> None:
         actions.spawn(ws, "t", "bob", "p")
         actions.send(ws, "t", "bob", "hi")
         board.create(ws, "t", "x")
-        board.claim(ws, "t", "bob")
+        board.claim(ws, "t", "bob", 1)
         actions.shutdown(ws, "t", "bob")
     finally:
         os.umask(old)

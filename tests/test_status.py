@@ -182,7 +182,7 @@ def test_status_json_has_the_live_fields_and_markers(team: Workspace) -> None:
     assert members["dave"]["current_task"] == 1 and members["dave"]["usage"]["cost_usd"] == 0.0123
     # approved: the gate opens and the request is no longer pending
     rid = members["carol"]["pending_requests"][0]["request_id"]
-    actions.answer_plan(team, TEAM, rid, True)
+    actions.answer_request(team, TEAM, rid, True, only="plan_approval")
     doc = json.loads(teamctl(team.root, "status", TEAM, "--json").stdout)
     carol = next(m for m in doc["teams"][0]["members"] if m["name"] == "carol")
     assert (carol["plan_gate"], carol["pending_requests"]) == ("open", [])
@@ -191,7 +191,7 @@ def test_status_json_has_the_live_fields_and_markers(team: Workspace) -> None:
 def test_a_plan_approved_before_the_member_joined_does_not_open_its_gate(
         team: Workspace) -> None:
     [rid] = [r["request_id"] for r in requests.list_requests(team, TEAM, pending_only=True)]
-    actions.answer_plan(team, TEAM, rid, True)
+    actions.answer_request(team, TEAM, rid, True, only="plan_approval")
     assert requests.plan_approved(team, TEAM, "carol", since=None)
     joined = time.time() + 1  # as if carol were removed and spawned again
     set_member(team, "carol", joined_at=joined)

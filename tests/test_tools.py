@@ -364,7 +364,7 @@ def test_plan_gate_closed_until_approved(ws: Workspace, team: str, workdir: Path
         ("plan_approval_request", "alice", rid, "1. write a")]
     err(tb.run("write_file", {"path": "a", "content": "x"}), "plan mode")  # still pending
 
-    actions.answer_plan(ws, TEAM, rid, approve=True)
+    actions.answer_request(ws, TEAM, rid, approve=True, only="plan_approval")
     ok(tb.run("write_file", {"path": "a", "content": "x"}))
     # a fresh toolbox (a restarted process) finds the gate open too: it lives in requests/
     ok(box(ws, workdir, plan=True).run("bash", {"command": "touch b"}))

@@ -217,65 +217,49 @@ def send_message(box: Toolbox, recipient: str, content: str, type: str = "messag
         raise ToolError(f"a {box.kind} cannot send {type!r} messages; allowed: "
                         f"{', '.join(allowed)}{hint}")
     actions.check_answer_fields(type, request_id, approve, words=actions.TOOL_INPUTS)
-    if type == "broadcast" or (type == "message" and recipient == "*"):
-        copies = actions.broadcast(box.ws, box.team, content, sender=box.member,
-                                   summary=summary)
-        names = ", ".join(c["recipient"] for c in copies)
-        return ToolResult(f"broadcast to {len(copies)} inbox(es): {names}")
+    if type == "message" and recipient == "*":
+        type = "broadcast"
+    if type == "shutdown_response" and not approve:
+        reason = reason or (content if content.strip() else None)  # why it must go on
+    answer = type in ("plan_approval_response", "permission_response")
+    # an answer goes to whoever asked: "*" (or the asker's name) for a plan or permission,
+    # whatever `recipient` the model named for a shutdown; the feedback may be the text
+    anyone = type in ("broadcast", "shutdown_response") or (answer and recipient == "*")
+    sent = actions.route(
+        box.ws, box.team, None if anyone else recipient,
+        "" if answer else content, type_=type, sender=box.member, request_id=request_id,
+        approve=approve, reason=None if answer else reason,
+        feedback=(feedback if feedback is not None else content.strip() or None)
+        if answer else feedback, summary=summary, words=actions.TOOL_INPUTS,
+        pid=os.getpid())
+    msg = sent.messages[0]
+    if type == "broadcast":
+        names = ", ".join(c["recipient"] for c in sent.messages)
+        return ToolResult(f"broadcast to {len(sent.messages)} inbox(es): {names}")
     if type == "shutdown_request":
-        if reason is not None:
-            inbox.check_content(reason)
-        done = actions.shutdown(box.ws, box.team, recipient, sender=box.member,
-                                reason=reason or content)
-        rid = done["request"]["request_id"]
-        if done["answered"]:
+        rid = msg["request_id"]
+        if sent.answered:
             return ToolResult(f"{recipient} has no running process: shut down on its "
                               f"behalf (request {rid} approved, reason: not running)")
         return ToolResult(f"shutdown request {rid} sent to {recipient}; its "
                           "shutdown_response will arrive in your inbox")
     if type == "message":
-        msg = actions.send(box.ws, box.team, recipient, content, type_=type,
-                           sender=box.member, summary=summary)
         return ToolResult(f"sent to {msg['recipient']} (id {msg['id']})")
-    assert request_id is not None and approve is not None  # check_answer_fields
-    if type == "shutdown_response":
-        return _answer_shutdown(box, content, request_id, approve, reason, summary)
-    # a plan or permission answer: the feedback may come as the message's text, and
-    # "*" (or the asker's name) sends it to whoever asked
-    text = feedback if feedback is not None else (content.strip() or None)
-    only = "plan_approval" if type == "plan_approval_response" else "permission"
-    msg = actions.answer_request(box.ws, box.team, request_id, approve, text, only=only,
-                                 sender=box.member,
-                                 recipient=None if recipient == "*" else recipient,
-                                 words=actions.TOOL_INPUTS)
-    if only == "plan_approval":
-        verdict = "approved" if approve else "rejected"
-        return ToolResult(f"plan {request_id} from {msg['recipient']} {verdict}; they were "
-                          "told")
-    record = requests.get(box.ws, box.team, request_id)
-    verdict = "approved" if approve else "refused"
-    return ToolResult(f"{permissions.describe(record)} {verdict} for {record['sender']} "
-                      f"(request {request_id}); they were told")
-
-
-def _answer_shutdown(box: Toolbox, content: str, request_id: str, approve: bool,
-                     reason: str | None, summary: str | None) -> ToolResult:
-    actions.check_shutdown_refusal(approve, reason, content, words=actions.TOOL_INPUTS)
-    if approve:
-        # desired=stopped lands with the answer, in one roster-locked step
-        msg = actions.approve_shutdown(box.ws, box.team, box.member, request_id,
-                                       reason=reason or "approved", content=content,
-                                       summary=summary, pid=os.getpid())
+    if type == "shutdown_response" and approve:
         return ToolResult(f"shutdown approved (request {request_id}, {msg['recipient']} "
                           "was told); stop now: end your turn without further tool calls "
                           "and this process exits", ends_process=True)
-    # the answer goes back to whoever asked, whatever `recipient` the model named
-    asker = requests.get(box.ws, box.team, request_id)["sender"]
-    msg = actions.send(box.ws, box.team, asker, content, type_="shutdown_response",
-                       sender=box.member, request_id=request_id, approve=approve,
-                       reason=reason or content, summary=summary)
-    return ToolResult(f"shutdown refused (request {request_id}); {msg['recipient']} was "
-                      "told why")
+    if type == "shutdown_response":
+        return ToolResult(f"shutdown refused (request {request_id}); {msg['recipient']} was "
+                          "told why")
+    if type == "plan_approval_response":
+        verdict = "approved" if approve else "rejected"
+        return ToolResult(f"plan {request_id} from {msg['recipient']} {verdict}; they were "
+                          "told")
+    record = requests.get(box.ws, box.team, str(request_id))
+    verdict = "approved" if approve else "refused"
+    return ToolResult(f"{permissions.describe(record)} {verdict} for {record['sender']} "
+                      f"(request {request_id}); they were told")
 
 
 def submit_plan(box: Toolbox, plan: str) -> ToolResult:

@@ -30,10 +30,11 @@ from teamd.agent.session import INTERRUPTED
 from teamd.agent.tool_handlers import HANDLERS, Blocked, ToolResult, task_line
 from teamd.agent.tool_input import INPUT_SHOWN, short, validate_input
 from teamd.agent.tool_specs import GATED, KINDS, TOOL_SPECS, specs_for, tool_names
-from teamd.agent.tools_files import ToolError, confine, kill_group
+from teamd.agent.tools_files import ToolError, confine
 from teamd.errors import TeamdError
 from teamd.files import Json
 from teamd.layout import LEAD, USER, Workspace
+from teamd.pgroup import kill_group
 
 log = logging.getLogger(__name__)
 

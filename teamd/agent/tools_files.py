@@ -10,36 +10,19 @@ result for the model.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import re
 import secrets
-import selectors
-import signal
-import subprocess
-import time
-from collections import deque
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
+
+from teamd.pgroup import Ran, child_env, run
 
 log = logging.getLogger(__name__)
 
 READ_CAP = 50_000  # characters of a file shown to the model at once
 BASH_CAP = 30_000  # characters of command output shown (head and tail kept)
-# After the command ends the group is killed; output still in the pipe is read for at most
-# this long (a grandchild that escaped into its own session could hold the pipe forever).
-DRAIN_GRACE = 2.0
-#: never in the environment of what the product starts (CONTRACT §8): the API credentials,
-#: the descriptor number teamd re-executes with, the systemd notify socket (a `bash` that
-#: wrote to it would speak for the supervisor), the store's URL and the test crash points;
-#: and by prefix, the watchdog's variables and PostgreSQL's (PGPASSWORD, PGHOST, ...)
-_DROPPED_ENV = frozenset({"ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "TEAMD_KEY_FD",
-                          "NOTIFY_SOCKET", "TEAMD_STORE"})
-_DROPPED_PREFIXES = ("WATCHDOG_", "PG", "TEAMD_CRASH_")
-
-
 class ToolError(Exception):
     """A refusal or failure reported to the model as an error result (one line)."""
 
@@ -220,143 +203,11 @@ def check_command(command: str) -> None:
                             "if it was meant to do something narrower, write it narrower")
 
 
-def child_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The environment for what a member or teamd starts — `bash`, a hook, git: ours
-    (`environ`), less what must never reach it (`_DROPPED_ENV`, `_DROPPED_PREFIXES`)."""
-    return {k: v for k, v in (os.environ if environ is None else environ).items()
-            if k not in _DROPPED_ENV and not k.startswith(_DROPPED_PREFIXES)}
-
-
-class _Capture:
-    """Output kept within a bound: the first `cap` bytes and the last `cap` bytes."""
-
-    def __init__(self, cap: int) -> None:
-        self.cap = cap
-        self.head = bytearray()
-        self.tail: deque[bytes] = deque()
-        self.tail_len = 0
-        self.total = 0
-
-    def add(self, data: bytes) -> None:
-        self.total += len(data)
-        room = self.cap - len(self.head)
-        if room > 0:
-            self.head += data[:room]
-            data = data[room:]
-        if data:
-            self.tail.append(data)
-            self.tail_len += len(data)
-            while self.tail_len - len(self.tail[0]) >= self.cap:
-                self.tail_len -= len(self.tail.popleft())
-
-    def read_from(self, fd: int) -> bool:
-        """Add what non-blocking `fd` has now; False at end of file (a tool's output and a
-        hook's stderr are read alike)."""
-        try:
-            data = os.read(fd, 65536)
-        except BlockingIOError:
-            return True
-        if not data:
-            return False
-        self.add(data)
-        return True
-
-    def text(self, cap: int) -> str:
-        """Decoded output, at most about `cap` characters: head and tail, middle elided."""
-        tail = b"".join(self.tail)
-        dropped = self.total - len(self.head) - len(tail)
-        whole = self.head.decode("utf-8", "replace")
-        if not tail and len(whole) <= cap:
-            return whole
-        rest = tail.decode("utf-8", "replace")
-        full = whole + rest
-        if dropped == 0 and len(full) <= cap:
-            return full
-        half = cap // 2
-        omitted = len(full) - 2 * half + dropped
-        return (f"{full[:half]}\n[... {omitted} characters omitted ...]\n"
-                f"{full[len(full) - half:]}")
-
-
-@dataclass
-class BashOutcome:
-    output: str
-    returncode: int | None
-    timed_out: bool
-
-
-def kill_group(pgid: int) -> None:
-    """SIGKILL every process in group `pgid`; a group already gone is fine."""
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, signal.SIGKILL)
-
-
 def run_bash(command: str, cwd: Path, timeout: float, cap: int = BASH_CAP,
              environ: Mapping[str, str] | None = None, *,
-             groups: set[int] | None = None) -> BashOutcome:
-    """Run `bash -c command` in `cwd`, in a new session (its own process group), stdin from
-    /dev/null, stdout and stderr merged. On exit or timeout the whole group is SIGKILLed.
-    `groups` (the caller's: a member's `Toolbox.groups`) holds the group while it runs, so
-    a SIGTERM handler can kill it before the process dies.
-
-    The exit is watched through a pidfd so the group is killed while bash is still an
-    unreaped zombie: its pid (the group id) cannot be reused before we signal it.
-    """
-    proc = subprocess.Popen(
-        ["bash", "-c", command], cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT, start_new_session=True, env=child_env(environ),
-        close_fds=True)
-    running = groups if groups is not None else set()
-    running.add(proc.pid)  # start_new_session: the group id is bash's pid
-    assert proc.stdout is not None
-    out = _Capture(cap * 2)
-    fd = proc.stdout.fileno()
-    os.set_blocking(fd, False)
-    pidfd: int | None
-    try:
-        pidfd = os.pidfd_open(proc.pid)
-    except (AttributeError, OSError):
-        pidfd = None  # no pidfd (old kernel): fall back to polling the exit below
-    timed_out = exited = eof = False
-    deadline = time.monotonic() + timeout
-    try:
-        with selectors.DefaultSelector() as sel:
-            sel.register(fd, selectors.EVENT_READ, "out")
-            if pidfd is not None:
-                sel.register(pidfd, selectors.EVENT_READ, "exit")
-            while not exited:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    timed_out = True
-                    break
-                wait = remaining if pidfd is not None else min(remaining, 0.05)
-                for key, _ in sel.select(wait):
-                    if key.data == "exit":
-                        exited = True
-                    elif not eof and not out.read_from(fd):
-                        eof = True
-                        sel.unregister(fd)
-                if pidfd is None and proc.poll() is not None:
-                    exited = True
-            # Whatever is left of the group (background jobs, or everything on a timeout)
-            # dies now: no process outlives its tool call.
-            kill_group(proc.pid)
-            if pidfd is not None:
-                sel.unregister(pidfd)  # stays readable once bash exits: stop watching it
-            if not eof:
-                drain_until = time.monotonic() + DRAIN_GRACE
-                while not eof and (left := drain_until - time.monotonic()) > 0:
-                    for key, _ in sel.select(left):
-                        if key.data == "out" and not out.read_from(fd):
-                            eof = True
-    finally:
-        # Again, in case an exception cut the watch short; harmless otherwise (bash is not
-        # reaped yet, so its pid, the group id, cannot have been reused).
-        kill_group(proc.pid)
-        if pidfd is not None:
-            os.close(pidfd)
-        proc.stdout.close()
-        proc.wait()
-        running.discard(proc.pid)
-    return BashOutcome(out.text(cap), None if timed_out else proc.returncode, timed_out)
-
+             groups: set[int] | None = None) -> Ran:
+    """The `bash` tool's run: `bash -c command` in `cwd` through the one process-group
+    runner (`pgroup.run`): stdin from /dev/null, stdout and stderr merged, the whole
+    group killed on exit or timeout, at most about `cap` characters kept."""
+    return run(["bash", "-c", command], cwd, child_env(environ), timeout=timeout, cap=cap,
+               keep=cap * 2, groups=groups)

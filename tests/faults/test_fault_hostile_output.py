@@ -67,7 +67,7 @@ def test_hostile_tool_calls_are_refused_or_bounded_and_the_teammate_is_unharmed(
     for name in ("alice", "bob"):
         actions.spawn(ws, TEAM, name, "Wait for work from the lead.", cwd=str(workdir))
     board.create(ws, TEAM, "bob's own task")
-    assert board.claim(ws, TEAM, "bob")["id"] == 1
+    assert board.claim(ws, TEAM, "bob", 1)["id"] == 1
     mail = Mail(ws)
     with running_teamd(ws, server.url, bash_timeout=60, idle_timeout=600) as daemon:
         wait_until(lambda: member(ws, TEAM, "alice")["status"] == "idle", T, "alice idle")

@@ -1,0 +1,169 @@
+"""Deleting a team: `state=deleting` and the shutdown asks (one roster lock), then the
+folders renamed into `.teams/.archive/` (or purged) once nobody is live (CONTRACT §9)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from pathlib import Path
+
+from teamd import (
+    events,
+    files,
+    inbox,
+    pidfile,
+    roster,
+    worktrees,
+)
+from teamd.actions.members import open_shutdown, stops_without_handshake
+from teamd.actions.teams import require_team, stamp
+from teamd.errors import BadInput, TeamdError
+from teamd.files import Json
+from teamd.layout import Workspace
+from teamd.records import Request
+
+
+def live_members(config: Json) -> list[Json]:
+    return [m for m in config["members"] if roster.is_live(m)]
+
+
+def begin_delete(ws: Workspace, team: str, *, force: bool = False, purge: bool = False,
+                 sender: str | None = None) -> list[Request]:
+    """Start deleting a team: `state=deleting`, then a shutdown request to every live member
+    (with `force`, or for a lead or the sender itself: `desired=stopped`, which the
+    supervisor carries out). `sender` (who asks, and hears the answers) defaults to the
+    person: `lead`, or `user` beside an LLM lead (CONTRACT §2). Returns the shutdown
+    requests opened.
+
+    All of it under one roster lock: the supervisor removes a team only under that lock,
+    so it cannot take the folders away half-way (CONTRACT §9, `delete`)."""
+    require_team(ws, team)
+    opened: list[Request] = []
+    with roster.locked(ws, team) as config:
+        sender = sender or roster.person(config)
+        if config.get("state") != "deleting":
+            config["state"] = "deleting"
+            events.emit(ws, team, "team_deleting")
+        if purge:
+            config["purge"] = True  # whoever removes the folders keeps no archive
+        for member in live_members(config):
+            if stops_without_handshake(member, force, sender):
+                member["desired"] = "stopped"
+            elif member["desired"] == "running" and member["status"] != "stopping":
+                record, msg = open_shutdown(ws, team, member["name"],
+                                             f"team {team} is being deleted", sender)
+                inbox.deliver(ws, team, [msg])
+                opened.append(record)
+    return opened
+
+
+def team_gone(ws: Workspace, team: str) -> bool:
+    return not ws.config(team).is_file()
+
+
+def finish_delete(ws: Workspace, team: str) -> bool:
+    """True once the team's folders are gone. With no live member and no supervisor to do
+    it, removes them here; a supervisor (or another teamctl) removing them meanwhile is
+    fine: the team is gone either way."""
+    try:
+        config = roster.load(ws, team)
+    except (BadInput, TeamdError, OSError):
+        return team_gone(ws, team)
+    if live_members(config) or pidfile.running(ws) is not None:
+        return False
+    remove_team(ws, team)
+    return True
+
+
+def delete_team(ws: Workspace, team: str, *, force: bool = False, purge: bool = False,
+                sender: str | None = None) -> Json:
+    """`teamctl delete` and the TeamDelete tool: `begin_delete`, then the folders removed at
+    once if nobody is live and no supervisor runs (`finish_delete`); else whoever removes
+    them later (the supervisor, `finish_delete` again) does. Returns {"requests": the
+    shutdown requests opened, "deleted": whether the team is gone already}."""
+    opened = begin_delete(ws, team, force=force, purge=purge, sender=sender)
+    return {"requests": opened, "deleted": finish_delete(ws, team)}
+
+
+def asked_to_shut_down(opened: list[Json]) -> str | None:
+    """"asked alice, bob to shut down" for the shutdown requests `opened`; None for none."""
+    if not opened:
+        return None
+    return f"asked {', '.join(r['recipient'] for r in opened)} to shut down"
+
+
+def remove_team(ws: Workspace, team: str) -> Path | None:
+    """Remove the team's folders; keep its journal (rotated files too), sessions,
+    transcripts, logs, roster and board in `.teams/.archive/{team}-{ts}/` unless the
+    deletion asked for `purge`. Returns the archive, or None (purged, or already removed
+    by someone else). Worktrees are released first, with no lock held (git runs): clean
+    and merged ones removed, any other kept, and said so in the journal that is archived.
+
+    Under the roster lock (then the journal's): `team_deleted` is appended as the
+    journal's last line and the team folder renamed away in one step, so nobody sees half a
+    team and nothing is journalled after it. Two removers racing: one wins, the other finds
+    the team gone and returns None."""
+    try:
+        config = roster.load(ws, team)
+    except BadInput:
+        if team_gone(ws, team):
+            return None
+        raise
+    if not live_members(config):
+        worktrees.release_all(ws, team, config["members"])
+    try:
+        with roster.locked(ws, team) as config:
+            if live_members(config):
+                raise TeamdError(f"team {team!r} still has live members")
+            now = time.time()
+            when = stamp(now)
+            purge = bool(config.get("purge"))
+            if purge:
+                target = ws.teams_dir / f".deleted-{team}-{when}-{os.getpid()}"
+            else:
+                target = files.ensure_dir(ws.archive_dir) / f"{team}-{when}"
+            with files.lock(ws.events(team)):
+                files.append_jsonl(ws.events(team), [{"ts": now, "event": "team_deleted"}],
+                                   locked=True)
+                os.replace(ws.team_dir(team), target)
+    except (BadInput, FileNotFoundError):
+        if team_gone(ws, team):
+            return None  # someone else removed it first
+        raise
+    except TeamdError:
+        if team_gone(ws, team):
+            return None  # its folder went while we took the lock
+        raise
+    if ws.tasks_dir(team).is_dir():
+        board_dir = target / "tasks" if not purge else target.with_name(target.name + "-tasks")
+        try:
+            os.replace(ws.tasks_dir(team), board_dir)
+        except FileNotFoundError:
+            pass
+        if purge:
+            shutil.rmtree(board_dir, ignore_errors=True)
+    if purge:
+        shutil.rmtree(target, ignore_errors=True)
+        return None
+    _prune_archive(target)
+    return target
+
+
+#: what an archive keeps of a team folder; inboxes, requests and locks are dropped
+ARCHIVED = ("config.json", "members", "sessions", "transcripts", "logs", "tasks", "removed")
+
+
+def _prune_archive(folder: Path) -> None:
+    for path in folder.iterdir():
+        keep = path.name in ARCHIVED or (path.name.startswith("events")
+                                         and path.name.endswith(".jsonl"))
+        if keep:
+            if path.is_dir():  # the members' status files stay, not their locks
+                for lock in path.glob("*.lock"):
+                    lock.unlink(missing_ok=True)
+            continue
+        if path.is_dir():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink(missing_ok=True)

@@ -1,0 +1,369 @@
+"""Members: spawning one, the shutdown handshake (or a stop instead of it), stop,
+restart, `up`/`down` for the whole team, and taking a member out of the roster for good
+(CONTRACT §4, §6)."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, cast
+
+from teamd import (
+    board,
+    budget,
+    events,
+    files,
+    inbox,
+    pidfile,
+    policy,
+    requests,
+    roster,
+    settings,
+    worktrees,
+)
+from teamd.actions.answers import check_answerer
+from teamd.actions.teams import require_team, stamp
+from teamd.errors import BadInput, TeamdError
+from teamd.files import Json
+from teamd.layout import LEAD, Workspace, validate_member_name
+from teamd.records import Member, Message, Request, Worktree
+
+
+def _already_in(team: str, name: str, existing: Mapping[str, Any]) -> BadInput:
+    return BadInput(f"{name!r} is already in team {team!r} (status {existing['status']}); "
+                    f"use `teamctl restart {team} {name}`")
+
+
+def spawn(ws: Workspace, team: str, name: str, prompt: str, *, role: str = "",
+          model: str | None = None, plan_mode: bool = False, cwd: str | None = None,
+          lead: bool = False, worktree: bool | None = None, base: str | None = None,
+          budget_usd: float | None = None, effort: str = "") -> Member:
+    """Add a member with `desired=running`; the supervisor forks it. With a worktree
+    (`worktree`, default: the team's `worktrees` for a teammate) it works in its own git
+    worktree, made first and taken back if it cannot be added (§13). `budget_usd` caps its
+    spend (§12); `effort` is its `output_config.effort` ("": the setting's, §6)."""
+    validate_member_name(name)
+    effort = settings.check("effort", effort, "--effort")
+    budget_usd = None if budget_usd is None else budget.parse_usd(budget_usd, "--budget")
+    if lead and name != LEAD:
+        raise BadInput("--lead requires the member name 'lead'")
+    if lead and plan_mode:
+        raise BadInput("--plan-mode does not apply to the lead (it approves plans)")
+    if name == LEAD and not lead:
+        raise BadInput("'lead' is the lead's name: use --lead to spawn an LLM lead")
+    if not prompt or not prompt.strip():
+        raise BadInput("a member needs a --prompt")
+    inbox.check_content(prompt)
+    config = require_team(ws, team, accepting=True)  # the LLM lead works in the repository
+    workdir = Path(cwd).expanduser() if cwd else Path(config["repo"]) if lead and config.get(
+        "repo") else ws.root
+    if not workdir.is_dir():
+        raise BadInput(f"--cwd {str(workdir)!r} is not a directory")
+    use_worktree = worktree if worktree is not None else bool(config.get("worktrees")) and not lead
+    if lead and use_worktree:
+        raise BadInput("the lead works in the repository itself: --worktree is for teammates")
+    if base is not None and not use_worktree:
+        raise BadInput("--base applies only to a member with a worktree (--worktree)")
+    existing = roster.find(config, name)
+    if existing is not None:
+        raise _already_in(team, name, existing)
+    record: Json | None = None
+    if use_worktree:
+        # git runs before the roster lock is taken (no git command under a lock)
+        record = worktrees.add(ws, team, name, worktrees.repo_for_spawn(ws, config, workdir),
+                               base)
+        workdir = Path(record["path"])
+
+    def add(config: Json) -> Member:
+        if config.get("state") == "deleting":
+            raise BadInput(f"team {team!r} is being deleted")
+        existing = roster.find(config, name)
+        if existing is not None:
+            raise _already_in(team, name, existing)
+        member = roster.new_member(config, name, kind="lead" if lead else "teammate",
+                                   role=role, prompt=prompt, model=model,
+                                   plan_mode_required=plan_mode, cwd=str(workdir.resolve()),
+                                   budget_usd=budget_usd)
+        member["worktree"], member["effort"] = cast(Worktree | None, record), effort
+        config["members"].append(member)
+        return member
+
+    try:
+        member = roster.update(ws, team, add)
+    except BaseException:
+        if record is not None:
+            worktrees.undo_add(record)  # "adds nothing": nor a worktree for nobody
+        raise
+    if record is not None:
+        events.emit(ws, team, "worktree_created", member=name, path=record["path"],
+                    branch=record["branch"], base=record["base"])
+    events.emit(ws, team, "member_added", member=name, kind=member["kind"], role=role)
+    return member
+
+
+def shutdown(ws: Workspace, team: str, name: str, *, reason: str = "",
+             sender: str | None = None) -> Json:
+    """Ask a member to shut down. A member with no live process is answered for at once.
+    `sender` (who hears the answer) defaults to the person.
+
+    Returns {"request": record, "message": request message, "answered": bool}.
+    """
+    validate_member_name(name)
+    inbox.check_content(reason)
+    if name == LEAD:
+        raise BadInput("the lead is not shut down with a request; use `teamctl stop --force`")
+    config = require_team(ws, team)
+    sender = sender or roster.person(config)
+    member = roster.get(config, name)
+    if shut_down(member):
+        raise BadInput(f"{name!r} is already shut down")
+    with roster.locked(ws, team) as config:
+        member = roster.get(config, name)
+        if shut_down(member):
+            # re-checked under the lock: a racing shutdown may have answered it meanwhile
+            raise BadInput(f"{name!r} is already shut down")
+        live = roster.is_live(member)
+        record, msg = open_shutdown(ws, team, name, reason, sender)
+        rid = record["request_id"]
+        if live:
+            inbox.deliver(ws, team, [msg])
+            return {"request": record, "message": msg, "answered": False}
+        # No process to ask: answer on its behalf, under the roster lock (CONTRACT §6).
+        record = cast(Request, requests.answer(ws, team, rid, True, reason="not running"))
+        member["desired"] = "stopped"
+        change = roster.set_status(member, "shutdown")
+        answer = inbox.make("shutdown_response", name, sender, "not running",
+                            request_id=rid, approve=True, reason="not running")
+        events.emit_many(ws, team, [
+            {"ts": time.time(), "event": "message", "member": sender, "message": msg},
+            {"ts": time.time(), "event": "message", "member": name, "message": answer}])
+        events.status_changed(ws, team, name, change)
+    release_tasks(ws, team, name)
+    return {"request": record, "message": msg, "answered": True}
+
+
+def release_tasks(ws: Workspace, team: str, name: str) -> list[int]:
+    """A member left for good (shutdown, failed): its unfinished tasks go back to the
+    board, and its `current_task` is cleared with them, so `status` shows no task it no
+    longer owns. Two writes in the contract's lock order (board, then roster), never
+    nested; a team removed meanwhile has nothing left to clear."""
+    released = board.release(ws, team, name)
+
+    def clear(member: Json) -> None:
+        if member.get("current_task") is not None:
+            member["current_task"] = None
+
+    try:
+        roster.update_status(ws, team, name, clear)
+    except BadInput:
+        pass  # the team is gone: no roster to correct
+    return released
+
+
+def shut_down(member: Mapping[str, Any]) -> bool:
+    """Already shut down: not to run, and exited (a shutdown asked now is refused)."""
+    return bool(member["desired"] == "stopped" and member["status"] == "shutdown")
+
+
+def stops_without_handshake(member: Mapping[str, Any], force: bool,
+                            sender: str | None = None) -> bool:
+    """Whether a member that must go is stopped (desired=stopped) rather than asked: with
+    `force`, and always for a lead (it answers no shutdown request) or the one asking."""
+    return force or member["kind"] == "lead" or member["name"] in (LEAD, sender)
+
+
+def open_shutdown(ws: Workspace, team: str, name: str, reason: str, sender: str
+                   ) -> tuple[Request, Message]:
+    """The request record and its `shutdown_request` message (not yet delivered)."""
+    record = requests.open_request(ws, team, "shutdown", sender, name, reason=reason)
+    msg = inbox.make("shutdown_request", sender, name, reason or "Please shut down.",
+                     request_id=record["request_id"], reason=reason)
+    return record, msg
+
+
+def approve_shutdown(ws: Workspace, team: str, name: str, request_id: str, *, reason: str,
+                     content: str | None = None, summary: str | None = None,
+                     pid: int | None = None) -> Message:
+    """Member `name` approves a shutdown request made to it, in one roster-locked step:
+    `desired=stopped` and `status=stopping` written first, then the record answered, then
+    the `shutdown_response` appended to the inbox of whoever asked. A crash at any point
+    leaves no asker told "approved" while the roster still wants the member running
+    (`desired=stopped` alone is carried out by teamd). The roster is written only while
+    `pid` is the member's recorded process (a stale process leaves it alone; CONTRACT §4).
+    Returns the response message."""
+    record = requests.get(ws, team, request_id)
+    check_answerer(record, "shutdown", name, None, name)
+    msg = inbox.make("shutdown_response", name, record["sender"],
+                     content or f"{name} is shutting down", request_id=request_id,
+                     approve=True, reason=reason, summary=summary)
+    moved: list[tuple[str, str] | None] = [None]
+    # lock order: roster → member status → request → inbox → events
+    with roster.held(ws, team) as config, roster.status_lock(ws, team, name):
+        member = roster.find(config, name)
+
+        def stop_first(_: Json) -> None:
+            if member is None or (pid is not None and member.get("pid") != pid):
+                return
+            wanted = member["desired"] != "stopped"
+            member["desired"] = "stopped"
+            moved[0] = roster.set_status(member, "stopping")
+            if wanted or moved[0] is not None:
+                roster.save(ws, team, config)
+
+        requests.answer(ws, team, request_id, True, reason=reason, expect_kind="shutdown",
+                        before_write=stop_first)
+        inbox.deliver(ws, team, [msg])
+    events.status_changed(ws, team, name, moved[0])
+    return msg
+
+
+def stop(ws: Workspace, team: str, name: str) -> Json:
+    """`stop --force`: desired=stopped; the supervisor SIGTERMs, then SIGKILLs.
+
+    With no live process and no supervisor there is nobody to signal, nor anyone else to
+    write the status: the member is marked shut down here. Otherwise the status is teamd's.
+    """
+    validate_member_name(name)
+    require_team(ws, team)
+    with roster.locked(ws, team) as config:
+        member = roster.get(config, name)
+        member["desired"] = "stopped"
+        change = None
+        if not roster.is_live(member) and pidfile.running(ws) is None:
+            change = roster.set_status(member, "shutdown")
+        events.status_changed(ws, team, name, change)
+        result = dict(member)
+    if result["status"] == "shutdown":
+        release_tasks(ws, team, name)
+    return result
+
+
+def restart(ws: Workspace, team: str, name: str) -> Json:
+    """desired=running and a restart request the supervisor acts on (clears failed/backoff)."""
+    validate_member_name(name)
+    require_team(ws, team, accepting=True)
+    with roster.locked(ws, team) as config:
+        member = roster.get(config, name)
+        _request_start(ws, team, member, pidfile.running(ws) is not None)
+        return dict(member)
+
+
+def _request_start(ws: Workspace, team: str, member: Member | Json, supervised: bool
+                   ) -> None:
+    """desired=running and a restart request (under the caller's roster lock)."""
+    member["desired"] = "running"
+    member["restart_requested_at"] = time.time()
+    # with a supervisor running the status is its to write (it forks the member now)
+    if not roster.is_live(member) and not supervised \
+            and member["status"] in (*policy.GONE, "backoff"):
+        change = roster.set_status(member, "pending")
+        events.status_changed(ws, team, member["name"], change)
+
+
+def restart_all(ws: Workspace, team: str, *, only_stopped: bool = False) -> list[str]:
+    """`restart TEAM` (every member) or `up TEAM` (`only_stopped`: every member that is
+    not to run — desired=stopped — or that failed). One roster update. Returns the names."""
+    require_team(ws, team, accepting=True)
+    supervised = pidfile.running(ws) is not None
+    with roster.locked(ws, team) as config:
+        chosen = [m for m in config["members"] if not only_stopped
+                  or m["desired"] != "running" or m["status"] == "failed"]
+        for member in chosen:
+            _request_start(ws, team, member, supervised)
+        return [m["name"] for m in chosen]
+
+
+def down(ws: Workspace, team: str, *, force: bool = False, sender: str | None = None) -> Json:
+    """`down TEAM`: the shutdown handshake for every member still meant to run (`force`, or
+    an LLM lead: desired=stopped instead); the team stays. `sender` (who asks, and hears the
+    answers) defaults to the person: `lead`, or `user` beside an LLM lead (CONTRACT §2).
+    Returns {"requests": records opened and still to be answered, "answered": names shut
+    down at once (no process), "stopped": names given desired=stopped}."""
+    config = require_team(ws, team)
+    sender = sender or roster.person(config)
+    out: Json = {"requests": [], "answered": [], "stopped": []}
+    for m in config["members"]:
+        name = m["name"]
+        if shut_down(m):
+            continue
+        if stops_without_handshake(m, force, sender):
+            stop(ws, team, name)
+            out["stopped"].append(name)
+            continue
+        if m["desired"] == "stopped" or m["status"] == "stopping":
+            continue  # already on its way out
+        try:
+            result = shutdown(ws, team, name, reason=f"team {team} is going down",
+                              sender=sender)
+        except BadInput:
+            if roster.get(roster.load(ws, team), name)["status"] == "shutdown":
+                continue  # shut down meanwhile
+            raise
+        if result["answered"]:
+            out["answered"].append(name)
+        else:
+            out["requests"].append(result["request"])
+    return out
+
+
+def still_up(ws: Workspace, team: str, names: list[str] | None = None) -> list[str]:
+    """Which of `names` (default: every member) still have a live process."""
+    config = require_team(ws, team)
+    return [m["name"] for m in config["members"]
+            if (names is None or m["name"] in names) and roster.is_live(m)]
+
+
+def remove_member(ws: Workspace, team: str, name: str) -> Json:
+    """Take a member with no live process out of the roster for good: its unfinished tasks
+    go back to pending, its status file goes, its pending requests are rejected (`removed`),
+    its session and inbox are moved to `removed/{name}-{ts}/` (a member spawned again by
+    that name starts afresh), and its git worktree is removed if that loses
+    nothing (else kept and said so: `worktree_kept`). Returns the roster entry removed,
+    with `worktree_report` (from `worktrees.release`) when it had a worktree."""
+    validate_member_name(name)
+    require_team(ws, team)
+    with roster.locked(ws, team) as config:
+        member = roster.get(config, name)
+        if roster.is_live(member):
+            raise TeamdError(f"{name} is still running; shut it down first "
+                             f"(`teamctl remove {team} {name}` does, or add --force)")
+        # written back as the lock is let go: config.json, then the status file removed
+        config["members"] = [m for m in config["members"] if m["name"] != name]
+    board.release(ws, team, name)
+    _close_requests_of(ws, team, name)
+    _set_aside(ws, team, name)
+    events.emit(ws, team, "member_removed", member=name, kind=member["kind"],
+                role=member.get("role", ""))
+    report = worktrees.release(ws, team, member)  # no lock held: git runs
+    return {**member, "worktree_report": report} if report else cast(Json, member)
+
+
+def _close_requests_of(ws: Workspace, team: str, name: str) -> None:
+    """A member removed for good leaves no request open: what it sent or was sent and is
+    still pending is answered `rejected`, reason `removed` (compare-and-set: one answered
+    meanwhile keeps its answer), so a plan of it never blocks a new member of that name."""
+    for record in requests.list_requests(ws, team, pending_only=True):
+        if name in (record.get("sender"), record.get("recipient")):
+            try:
+                requests.answer(ws, team, record["request_id"], False, reason="removed")
+            except BadInput:
+                pass  # answered meanwhile
+
+
+def _set_aside(ws: Workspace, team: str, name: str) -> Path | None:
+    """Move a removed member's session and inbox to `removed/{name}-{ts}/` (for a person to
+    read), so a member spawned again by that name starts with its own prompt and nothing
+    of the old one's history (CONTRACT §6). Each file moved under its own lock, in the
+    contract's order (inbox, then session). Returns the folder, or None if nothing moved."""
+    moves = [(ws.inbox(team, name), "inbox.jsonl"), (ws.session(team, name), "session.jsonl")]
+    if not any(path.exists() for path, _ in moves):
+        return None
+    folder = files.ensure_dir(ws.removed_dir(team) / f"{name}-{stamp(time.time())}")
+    for path, kept in moves:
+        if path.parent.is_dir():
+            with files.lock(path):
+                if path.exists():
+                    os.replace(path, folder / kept)
+    return folder

@@ -1,0 +1,91 @@
+"""Teams: creating one, finding one (and refusing new work while it is being deleted),
+its budget and its members' budgets, and the stamp of archive folders (CONTRACT §4, §12)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from teamd import (
+    budget,
+    events,
+    files,
+    roster,
+    worktrees,
+)
+from teamd.errors import BadInput
+from teamd.files import Json
+from teamd.layout import Workspace, validate_member_name, validate_name
+
+#: message types that still land while a team is being deleted (its winding-down)
+WINDING_DOWN = ("shutdown_response", "idle_notification", "member_failed")
+
+
+def create_team(ws: Workspace, team: str, description: str = "", *, repo: str | None = None,
+                worktrees_on: bool = False, budget_usd: float | None = None) -> Json:
+    """A new team. `repo` (a folder inside a git work tree) is the team's repository;
+    `worktrees_on` gives each teammate its own worktree of it (CONTRACT §13) — without
+    `repo`, of the repository holding the root. `budget_usd` caps its spend (§12)."""
+    validate_name(team, "team name")
+    budget_usd = None if budget_usd is None else budget.parse_usd(budget_usd, "--budget")
+    if ws.team_exists(team):
+        raise BadInput(f"team {team!r} already exists")
+    top: Path | None = None
+    if repo is not None:
+        top = worktrees.require_repo(Path(repo).expanduser(), "--repo")
+    elif worktrees_on:
+        top = worktrees.require_repo(ws.root, "the root (give --repo DIR)")
+    if top is not None:
+        worktrees.exclude_workspace(ws, top)
+    for folder in (ws.teams_dir, ws.tasks_root, ws.team_dir(team), ws.members_dir(team),
+                   ws.requests_dir(team), ws.sessions_dir(team), ws.transcripts_dir(team),
+                   ws.logs_dir(team), ws.tasks_dir(team)):
+        files.ensure_dir(folder)
+    config = roster.new_roster(team, description, budget_usd)
+    config.setdefault("repo", str(top) if top is not None else None)
+    config.setdefault("worktrees", bool(worktrees_on))
+    with files.lock(ws.config(team)):
+        if ws.team_exists(team):
+            raise BadInput(f"team {team!r} already exists")
+        with files.lock(ws.spend(team)):  # before the roster: a team always has its spend
+            budget.start(ws, team)
+        files.write_json(ws.config(team), config)
+    events.emit(ws, team, "team_created", description=description)
+    return config
+
+
+def require_team(ws: Workspace, team: str, *, accepting: bool = False) -> Json:
+    """The roster of an existing team; with `accepting`, refuse a team being deleted."""
+    config = roster.load(ws, validate_name(team, "team name"))
+    if accepting and config.get("state") == "deleting":
+        raise BadInput(f"team {team!r} is being deleted")
+    return config
+
+
+def set_budget(ws: Workspace, team: str, usd: Any, member: str | None = None) -> Json:
+    """Set the team's budget, or a member's (`0` removes it). A member paused by a budget
+    sees the roster change and goes on once no budget of its is reached (CONTRACT §12).
+    Returns {"team", "member", "budget_usd", "spent_usd"}."""
+    value = budget.parse_usd(usd)
+    require_team(ws, team)
+    if member is not None:
+        validate_member_name(member)
+
+    def change(config: Json) -> float:
+        if member is None:
+            config["budget_usd"] = value
+            return budget.spent(ws, team)
+        m = roster.find(config, member)
+        if m is None:
+            raise roster.unknown_member(config, member)
+        m["budget_usd"] = value
+        return float((m.get("usage") or {}).get("cost_usd") or 0.0)
+
+    spent = roster.update(ws, team, change)
+    return {"team": team, "member": member, "budget_usd": value, "spent_usd": spent}
+
+
+def stamp(now: float) -> str:
+    """YYYYmmddTHHMMSS.ffffff, local time: the stamp of archive and removed folders."""
+    return time.strftime("%Y%m%dT%H%M%S", time.localtime(now)) + f".{int(now % 1 * 1e6):06d}"

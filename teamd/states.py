@@ -65,18 +65,12 @@ TABLE: dict[Writer, dict[Status, frozenset[Status]]] = {
         # `restart` / `up` with no supervisor to fork it
         Status.PENDING: frozenset({Status.FAILED, Status.SHUTDOWN, Status.BACKOFF}),
     },
-    Writer.TEAMD: {
-        # a fork: from wherever it was (a restart takes failed and shutdown too)
-        Status.STARTING: ANY,
-        # an exit for a restart, or as teamd stops; a death it did not see
-        Status.PENDING: LIVE,
-        Status.SLEEPING: LIVE,  # exit 75
-        # a crash; a start held back for want of space, from wherever it would fork
-        Status.BACKOFF: ANY,
-        Status.FAILED: LIVE,  # the crash-loop limit
-        # desired stopped and no process (any status), or an exit after it
-        Status.SHUTDOWN: ANY,
-    },
+    # teamd's reading of a fork or an exit stands whatever the status last said: a member
+    # short of space may not have written its own (a fork from anywhere, a restart taking
+    # failed and shutdown too; an exit for a restart or as teamd stops, 75, a crash, the
+    # crash-loop limit; a start held back for want of space; desired stopped)
+    Writer.TEAMD: {to: ANY for to in (Status.STARTING, Status.PENDING, Status.SLEEPING,
+                                      Status.BACKOFF, Status.FAILED, Status.SHUTDOWN)},
     Writer.MEMBER: {
         # its own process runs: from what it or teamd wrote since the fork (pending: its
         # status file, deleted by hand, written again by teamd)

@@ -44,6 +44,9 @@ PLAN_ANSWER_GRACE = 30.0  # s: an answer recorded this long ago whose message ne
 
 
 class Member:
+    """One teammate process: its parts (`intake`, `shutdowns`, `standing`, `waits`,
+    `gate`, `toolbox`, `session`) and its agent (`runtime`)."""
+
     def __init__(self, ws: Workspace, team: str, name: str,
                  conf: settings.Settings | None = None, wake_fd: int | None = None) -> None:
         self.ws, self.team, self.name = ws, team, name

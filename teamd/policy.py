@@ -5,7 +5,8 @@ members mail wakes, and when mail wakes an LLM lead (CONTRACT §4, §5, §9, §1
 Pure functions of the roster, what the supervisor knows of its processes and the
 clock: the supervisor's loop only does what they return, and these rules are tested on their
 own. Each edge is commented `# FROM -> TO` the way supervisord's `transition()` comments its
-own.
+own; who may write each status, and from which, is `teamd.states`'s table, which every
+move here passes (`Outcome.write`).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ if TYPE_CHECKING:
     from teamd.processes import MemberProcess
 
 #: a teammate in one of these is still at work: the team is not quiet (CONTRACT §12)
-WORKING = ("starting", "active", "waiting")
+WORKING = (Status.STARTING, Status.ACTIVE, Status.WAITING)
 
 
 @dataclass

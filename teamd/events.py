@@ -421,10 +421,3 @@ def _follow(path: Path, fd: int | None, offset: int, wanted: Callable[[Json], bo
         finally:
             if fd is not None:
                 os.close(fd)
-
-
-def status_changed(ws: Workspace, team: str, member: str,
-                   moved: tuple[str, str] | None) -> None:
-    """Journal a `status` event for a (from, to) change, if there was one."""
-    if moved and moved[0] != moved[1]:
-        emit(ws, team, "status", member=member, **{"from": moved[0], "to": moved[1]})

@@ -22,6 +22,7 @@ from teamd.notify import Notifier
 from teamd.paging import Pager
 from teamd.proc import decode_wait_status, describe_exit
 from teamd.processes import MemberProcess, find_strays
+from teamd.states import Move, journal
 from teamd.wakeups import Wakeups
 
 log = logging.getLogger(__name__)
@@ -88,7 +89,7 @@ class Exits(Wakeups):
         outcome: policy.Outcome | None = None
         kind = "teammate"
 
-        def change(m: Json, config: Json) -> tuple[str, str] | None:
+        def change(m: Json, config: Json) -> Move | None:
             nonlocal outcome, kind
             outcome = policy.after_exit(
                 m, process, code, sig, now, self.conf,
@@ -114,7 +115,7 @@ class Exits(Wakeups):
             self.holds.hold(team, name, outcome.delay)
         try:
             events.emit(self.ws, team, "exited", member=name, code=code, signal=sig)
-            events.status_changed(self.ws, team, name, moved)
+            journal(self.ws, team, name, moved)
             if outcome.status == "backoff":
                 events.emit(self.ws, team, "restart_scheduled", member=name,
                             delay=outcome.delay, restarts=outcome.restarts)

@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from teamd import events, files, policy, roster
+from teamd import files, policy, roster, states
 from teamd.files import Json
 from teamd.layout import Workspace
 from teamd.processes import FD_ERRNOS, MemberProcess
@@ -81,7 +81,7 @@ class Holds:
                   process.pid, exc, delay)
         why = f"teamd cannot record its start ({exc})"
 
-        def change(m: Json, config: Json) -> tuple[str, str] | None:
+        def change(m: Json, config: Json) -> states.Move | None:
             if m["desired"] != "running" or config.get("state") == "deleting" or (
                     m.get("pid") != process.pid and roster.is_live(m)):
                 return None  # stopped meanwhile, or not ours to say
@@ -91,7 +91,7 @@ class Holds:
         moved = self._write(team, name, change, "that it is held back")
         if moved is not None:
             try:
-                events.status_changed(self.ws, team, name, moved)
+                states.journal(self.ws, team, name, moved)
             except OSError as err:  # its file has it: the journal is the lesser loss
                 log.warning("%s/%s: cannot journal it: %s", team, name, err)
 

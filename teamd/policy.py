@@ -5,7 +5,8 @@ members mail wakes, and when mail wakes an LLM lead (CONTRACT §4, §5, §9, §1
 Pure functions of the roster, what the supervisor knows of its processes and the
 clock: the supervisor's loop only does what they return, and these rules are tested on their
 own. Each edge is commented `# FROM -> TO` the way supervisord's `transition()` comments its
-own.
+own; who may write each status, and from which, is `teamd.states`'s table, which every
+move here passes (`Outcome.write`).
 """
 
 from __future__ import annotations
@@ -15,20 +16,20 @@ from collections import deque
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
-from teamd import roster
 from teamd.files import Json
 from teamd.proc import EXIT_NO_SPACE, EXIT_SHUTDOWN, EXIT_SLEEP, describe_exit
 from teamd.settings import Settings
+from teamd.states import Move, Status, Writer, transition
 
 if TYPE_CHECKING:
     from teamd.processes import MemberProcess
 
 #: a teammate in one of these is still at work: the team is not quiet (CONTRACT §12)
-WORKING = ("starting", "active", "waiting")
+WORKING = (Status.STARTING, Status.ACTIVE, Status.WAITING)
 #: a member in one of these will not come back by itself: only `restart` or `up` starts it
-GONE = ("shutdown", "failed")
+GONE = (Status.SHUTDOWN, Status.FAILED)
 #: a teammate in one of these waits for work: a task may be handed to it (CONTRACT §5)
-AWAITING_WORK = ("idle", "sleeping")
+AWAITING_WORK = (Status.IDLE, Status.SLEEPING)
 
 
 @dataclass
@@ -68,18 +69,18 @@ def error_holds(member: Json) -> bool:
     return member.get("status") == "paused"
 
 
-def status_after_exit(code: int | None, desired: str, supervisor_stopping: bool) -> str:
+def status_after_exit(code: int | None, desired: str, supervisor_stopping: bool) -> Status:
     """The status an exit leaves a member in (CONTRACT §4, "Exits"): `desired=stopped`
     (or an approved shutdown's exit 0) → shutdown; 75 → sleeping, which survives a
     supervisor restart; anything else is a crash → backoff, unless the supervisor is
     stopping (it SIGTERMed the member itself) → pending, for the next supervisor."""
     if desired == "stopped" or code == EXIT_SHUTDOWN:
-        return "shutdown"
+        return Status.SHUTDOWN
     if code == EXIT_SLEEP:
-        return "sleeping"
+        return Status.SLEEPING
     if supervisor_stopping:
-        return "pending"
-    return "backoff"
+        return Status.PENDING
+    return Status.BACKOFF
 
 
 #: back-off of a member that cannot start for want of space (CONTRACT §3, §4 "Exits")
@@ -121,7 +122,7 @@ class Action:
     verb: Verb
     reset: bool = False  # SPAWN: a restart, not counted toward restart_limit
     at: float | None = None  # WAIT: when to look again
-    status: str | None = None  # MARK: the status to write
+    status: Status | None = None  # MARK: the status to write
 
 
 NOTHING = Action(Verb.NOTHING)
@@ -162,7 +163,7 @@ def decide(member: Json, process: MemberProcess | None, now: float, *, orphan: b
         return Action(Verb.END_ORPHAN)
     if desired != "running":
         # any -> SHUTDOWN: stopped with no process (never started, or it died meanwhile)
-        return NOTHING if status == "shutdown" else Action(Verb.MARK, status="shutdown")
+        return NOTHING if status == "shutdown" else Action(Verb.MARK, status=Status.SHUTDOWN)
     if deleting:
         return NOTHING  # no new work enters a team being deleted
     if requested > (member.get("started_at") or 0):
@@ -188,7 +189,7 @@ class Outcome:
     """What one exit leaves a member in. `restart_at` and `last_error` are written when not
     None (an exit never clears them); `delay` is the backoff's, in seconds."""
 
-    status: str
+    status: Status
     restarts: int
     history: CrashHistory  # its crash history after this exit
     restart_at: float | None = None
@@ -207,14 +208,14 @@ class Outcome:
         """It will not come back by itself: its tasks go back to the board."""
         return self.status in GONE
 
-    def write(self, member: Json) -> tuple[str, str] | None:
+    def write(self, member: Json) -> Move | None:
         """Write the outcome into `member`'s live fields; (from, to) if its status moved."""
         member["restarts"] = self.restarts
         if self.restart_at is not None:
             member["restart_at"] = self.restart_at
         if self.last_error is not None or self.clear_error:
             member["last_error"] = self.last_error
-        return roster.set_status(member, self.status)
+        return transition(member, self.status, Writer.TEAMD)
 
 
 def held_for_space(member: Json, now: float, delay: float, why: str, *,
@@ -224,7 +225,7 @@ def held_for_space(member: Json, now: float, delay: float, why: str, *,
     for want of space, in the child or in teamd recording it, never counts toward
     restart_limit and never ends in `failed`)."""
     # STARTING / RUNNING -> BACKOFF(held): retried when the hold runs out, never counted
-    return Outcome("backoff", restarts=int(member.get("restarts") or 0), history=history,
+    return Outcome(Status.BACKOFF, restarts=int(member.get("restarts") or 0), history=history,
                    restart_at=now + delay, delay=delay, held_for_space=True,
                    last_error=f"held back for want of space: {why}; starting again in "
                               f"{delay:g} s")
@@ -245,7 +246,7 @@ def after_exit(member: Json, process: MemberProcess, code: int | None, sig: int 
     if process.restarting and not stopping:
         # RUNNING -> PENDING: teamd stopped it for a `restart`; forked again at once and
         # nothing counts toward restart_limit
-        return Outcome("pending", restarts=0, history=CrashHistory())
+        return Outcome(Status.PENDING, restarts=0, history=CrashHistory())
     status = status_after_exit(code if sig is None else None, member["desired"], stopping)
     if status != "backoff":
         # STOPPING -> SHUTDOWN (desired stopped, or exit 0 after an approval);
@@ -263,11 +264,11 @@ def after_exit(member: Json, process: MemberProcess, code: int | None, sig: int 
         # RUNNING -> FAILED: more than restart_limit crashes within restart_window
         reason = (f"{describe_exit(code, sig)}; {restarts} restarts within "
                   f"{conf.restart_window:g}s")
-        return Outcome("failed", restarts=restarts, history=crashes, last_error=reason,
+        return Outcome(Status.FAILED, restarts=restarts, history=crashes, last_error=reason,
                        failed_reason=reason)
     # RUNNING -> BACKOFF: a crash; the roster, not only the journal, says why (CONTRACT §4)
     delay = crashes.delay(conf)
-    return Outcome("backoff", restarts=restarts, history=crashes, restart_at=now + delay,
+    return Outcome(Status.BACKOFF, restarts=restarts, history=crashes, restart_at=now + delay,
                    delay=delay,
                    last_error=f"{describe_exit(code, sig)}; restart {restarts} in {delay:g} s")
 

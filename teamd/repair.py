@@ -14,10 +14,11 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from teamd import events, policy, roster
+from teamd import events, policy, roster, states
 from teamd.files import Json
 from teamd.layout import Workspace
 from teamd.processes import MemberProcess
+from teamd.states import Status, Writer
 
 log = logging.getLogger(__name__)
 
@@ -94,7 +95,7 @@ class Repairs:
         name, now = member["name"], time.time()
         written: Json = {}
 
-        def change(m: Json, config: Json) -> tuple[str, str] | None:
+        def change(m: Json, config: Json) -> states.Move | None:
             if m.get("pid") != member.get("pid") or m["status"] not in \
                     roster.RUNNING_STATUSES or roster.is_live(m):
                 return None  # changed meanwhile
@@ -103,13 +104,13 @@ class Repairs:
                 m["last_error"] = None
             events.emit(self.ws, team, "exited", member=name, code=None, signal=None,
                         reason=DIED_UNSEEN)
-            moved = roster.set_status(m, "pending")
+            moved = states.transition(m, Status.PENDING, Writer.TEAMD)
             written.update(m)
             return moved
 
         moved = self.update_member(team, name, change)
         if not written:
             return member
-        events.status_changed(self.ws, team, name, moved)
+        states.journal(self.ws, team, name, moved)
         log.info("%s/%s: pid %s %s", team, name, member.get("pid"), DIED_UNSEEN)
         return {**member, **roster.status_of(written)}

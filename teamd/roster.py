@@ -31,13 +31,13 @@ from teamd.files import Json
 from teamd.layout import LEAD, USER, Workspace
 from teamd.proc import live_process
 from teamd.records import Member, MemberSpec, MemberStatus, Usage, check_shape
+from teamd.states import LIVE, Status
 from teamd.suggest import did_you_mean, listing
 
 COLORS = ("cyan", "yellow", "magenta", "green", "blue")
-STATUSES = ("pending", "starting", "active", "idle", "waiting", "paused", "sleeping",
-            "stopping", "shutdown", "backoff", "failed")
+STATUSES: tuple[str, ...] = tuple(Status)
 #: statuses the supervisor treats as "has (or should have) a process"
-RUNNING_STATUSES = ("starting", "active", "idle", "waiting", "paused", "stopping")
+RUNNING_STATUSES: tuple[str, ...] = tuple(s for s in Status if s in LIVE)
 
 T = TypeVar("T")
 
@@ -432,12 +432,3 @@ def process_of(member: Mapping[str, Any]) -> psutil.Process | None:
 
 def is_live(member: Mapping[str, Any]) -> bool:
     return process_of(member) is not None
-
-
-def set_status(member: Member | Json, status: str) -> tuple[str, str] | None:
-    """Set `status`; return (from, to) if it changed, for the `status` event."""
-    before = member.get("status")
-    if before == status:
-        return None
-    member["status"] = status
-    return (str(before), status)

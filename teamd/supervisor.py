@@ -53,6 +53,7 @@ from teamd.processes import (
     fork_process,
     spare_fds,
 )
+from teamd.states import Desired, Move, Status, Writer, journal, transition
 from teamd.troubles import Troubles
 from teamd.wakeups import SAFETY_INTERVAL
 from teamd.watch import Watcher
@@ -307,23 +308,19 @@ class Supervisor(Exits):
         self.ladder.terminate(orphan, now, warning="of an earlier supervisor is still running")
         self.wake_in(WAIT_LIVE_INTERVAL)
 
-    def mark(self, team: str, name: str, status: str) -> None:
+    def mark(self, team: str, name: str, status: Status) -> None:
         """Write `status` for a member with no process. A `shutdown` is re-checked against
         `desired` under the roster lock: the reconcile's snapshot may predate a `restart`
         that wants the member running again, which must not be undone."""
-        applied = False
-
-        def change(m: Json, config: Json) -> tuple[str, str] | None:
-            nonlocal applied
-            if status == "shutdown" and m["desired"] != "stopped":
+        def change(m: Json, config: Json) -> tuple[Move | None] | None:  # (move,): written
+            if status == Status.SHUTDOWN and m["desired"] != Desired.STOPPED:
                 return None
-            applied = True
-            return roster.set_status(m, status)
+            return (transition(m, status, Writer.TEAMD),)
 
-        moved = self.update_member(team, name, change)
-        if not applied:
+        applied = self.update_member(team, name, change)
+        if applied is None:
             return
-        events.status_changed(self.ws, team, name, moved)
+        journal(self.ws, team, name, applied[0])
         if status == "shutdown":
             self.release_tasks(team, name)
 
@@ -365,32 +362,32 @@ class Supervisor(Exits):
             self._watcher is None or self._watcher.polling))
         self.processes[process.pid] = process
 
-        def record(m: Json, config: Json) -> tuple[str, str] | None:
-            if m["desired"] != "running" or config.get("state") == "deleting":
+        def record(m: Json, config: Json) -> tuple[Move | None] | None:  # (move,): recorded
+            if m["desired"] != Desired.RUNNING or config.get("state") == "deleting":
                 return None
             m.update(pid=process.pid, pid_create_time=process.create_time,
                      started_at=process.started_at, restart_at=None)
             if reset:
                 m["restarts"] = 0
-            return roster.set_status(m, "starting") or ("starting", "starting")
+            return (transition(m, Status.STARTING, Writer.TEAMD),)
 
-        moved: tuple[str, str] | None = None
+        recorded: tuple[Move | None] | None = None
         try:
-            moved = self.update_member(team, name, record)
-            if moved is not None:  # a child let run with no room to write would only die
+            recorded = self.update_member(team, name, record)
+            if recorded is not None:  # a child let run with no room to write would only die
                 events.emit(self.ws, team, "spawned", member=name, pid=process.pid)
         except Exception as exc:
             if short_of_room(exc):
                 self.holds.refuse(process, exc)
                 return
             # other trouble: with its pid recorded, the journal is the lesser loss
-            log.error("%s/%s: cannot %s: %s", team, name, "journal its start" if moved
-                      else f"record pid {process.pid}", exc)
-        if moved is None:
+            log.error("%s/%s: cannot %s: %s", team, name, "journal its start"
+                      if recorded is not None else f"record pid {process.pid}", exc)
+        if recorded is None:
             process.abort()
             return
         try:
-            events.status_changed(self.ws, team, name, moved)
+            journal(self.ws, team, name, recorded[0])
         except OSError as exc:
             log.error("%s/%s: cannot journal its start: %s", team, name, exc)
         finally:

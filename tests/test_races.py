@@ -144,5 +144,5 @@ def test_a_plan_answer_not_yet_read_still_counts_as_pending(team: Workspace) -> 
                         request_id=plan["request_id"], approve=False, feedback="add tests")
     inbox.deliver(team, TEAM, [answer])
     assert planner.plan_pending()  # landed, not read yet
-    assert [m["id"] for m in planner.take_inbox()] == [answer["id"]]
+    assert [m["id"] for m in planner.intake.take()] == [answer["id"]]
     assert not planner.plan_pending()

@@ -25,6 +25,7 @@ from teamd import actions, board, files, roster
 from teamd.errors import TeamdError
 from teamd.files import Json
 from teamd.layout import Workspace
+from teamd.states import Status, Writer, transition
 from tests.helpers_proc import clean_env, teamctl
 
 TEAM = "crew"
@@ -104,7 +105,7 @@ def test_a_status_write_touches_one_file_and_never_parses_config_json(
     # a config.json that does not parse: the hot path must not need it
     team.config(TEAM).write_bytes(config_before[:40])
     moved = roster.update_status(team, TEAM, "alice",
-                                 lambda m: roster.set_status(m, "active"))
+                                 lambda m: transition(m, Status.ACTIVE, Writer.MEMBER))
     assert moved == ("pending", "active")
     assert status_file(team, "alice")["status"] == "active"
     assert team.config(TEAM).read_bytes() == config_before[:40]  # untouched
@@ -400,7 +401,7 @@ def test_current_task_reads_only_the_tasks_the_member_holds(team: Workspace) -> 
     for i in range(30):
         board.create(team, TEAM, f"task {i + 1}")
     alice = Member(team, TEAM, "alice")
-    assert task_files_read(alice.current_task) == (None, [])
+    assert task_files_read(alice.standing.current_task) == (None, [])
 
     def take(task_id: int) -> None:
         alice.session.append({"type": "user", "claimed": task_id, "content": [
@@ -410,14 +411,14 @@ def test_current_task_reads_only_the_tasks_the_member_holds(team: Workspace) -> 
     take(7)
     assert board.claim(team, TEAM, "alice", 4) is not None
     take(4)
-    assert task_files_read(alice.current_task) == (4, ["4.json", "7.json"])
+    assert task_files_read(alice.standing.current_task) == (4, ["4.json", "7.json"])
     board.update(team, TEAM, 4, status="completed", actor="alice")
-    assert task_files_read(alice.current_task) == (7, ["4.json", "7.json"])
-    assert task_files_read(alice.current_task) == (7, ["7.json"])  # 4 let go
+    assert task_files_read(alice.standing.current_task) == (7, ["4.json", "7.json"])
+    assert task_files_read(alice.standing.current_task) == (7, ["7.json"])  # 4 let go
     # taken up again (reopened, claimed once more): read again
     board.update(team, TEAM, 4, status="in_progress", actor="alice")
     take(4)
-    assert task_files_read(alice.current_task) == (4, ["4.json", "7.json"])
+    assert task_files_read(alice.standing.current_task) == (4, ["4.json", "7.json"])
 
 
 def test_a_reader_as_the_team_is_deleted_never_brings_its_folder_back(

@@ -29,6 +29,7 @@ from teamd.errors import BadInput, TeamdError
 from teamd.files import Json
 from teamd.layout import LEAD, Workspace, validate_member_name
 from teamd.records import Member, Message, Request, Worktree
+from teamd.states import Desired, Move, Status, Writer, journal, transition
 
 
 def _already_in(team: str, name: str, existing: Mapping[str, Any]) -> BadInput:
@@ -132,14 +133,14 @@ def shutdown(ws: Workspace, team: str, name: str, *, reason: str = "",
             return {"request": record, "message": msg, "answered": False}
         # No process to ask: answer on its behalf, under the roster lock (CONTRACT §6).
         record = cast(Request, requests.answer(ws, team, rid, True, reason="not running"))
-        member["desired"] = "stopped"
-        change = roster.set_status(member, "shutdown")
+        member["desired"] = Desired.STOPPED
+        change = transition(member, Status.SHUTDOWN, Writer.CONTROL)
         answer = inbox.make("shutdown_response", name, sender, "not running",
                             request_id=rid, approve=True, reason="not running")
         events.emit_many(ws, team, [
             {"ts": time.time(), "event": "message", "member": sender, "message": msg},
             {"ts": time.time(), "event": "message", "member": name, "message": answer}])
-        events.status_changed(ws, team, name, change)
+        journal(ws, team, name, change)
     release_tasks(ws, team, name)
     return {"request": record, "message": msg, "answered": True}
 
@@ -198,7 +199,7 @@ def approve_shutdown(ws: Workspace, team: str, name: str, request_id: str, *, re
     msg = inbox.make("shutdown_response", name, record["sender"],
                      content or f"{name} is shutting down", request_id=request_id,
                      approve=True, reason=reason, summary=summary)
-    moved: list[tuple[str, str] | None] = [None]
+    moved: list[Move | None] = [None]
     # lock order: roster → member status → request → inbox → events
     with roster.held(ws, team) as config, roster.status_lock(ws, team, name):
         member = roster.find(config, name)
@@ -207,15 +208,15 @@ def approve_shutdown(ws: Workspace, team: str, name: str, request_id: str, *, re
             if member is None or (pid is not None and member.get("pid") != pid):
                 return
             wanted = member["desired"] != "stopped"
-            member["desired"] = "stopped"
-            moved[0] = roster.set_status(member, "stopping")
+            member["desired"] = Desired.STOPPED
+            moved[0] = transition(member, Status.STOPPING, Writer.MEMBER)
             if wanted or moved[0] is not None:
                 roster.save(ws, team, config)
 
         requests.answer(ws, team, request_id, True, reason=reason, expect_kind="shutdown",
                         before_write=stop_first)
         inbox.deliver(ws, team, [msg])
-    events.status_changed(ws, team, name, moved[0])
+    journal(ws, team, name, moved[0])
     return msg
 
 
@@ -229,11 +230,11 @@ def stop(ws: Workspace, team: str, name: str) -> Json:
     require_team(ws, team)
     with roster.locked(ws, team) as config:
         member = roster.get(config, name)
-        member["desired"] = "stopped"
+        member["desired"] = Desired.STOPPED
         change = None
         if not roster.is_live(member) and pidfile.running(ws) is None:
-            change = roster.set_status(member, "shutdown")
-        events.status_changed(ws, team, name, change)
+            change = transition(member, Status.SHUTDOWN, Writer.CONTROL)
+        journal(ws, team, name, change)
         result = dict(member)
     if result["status"] == "shutdown":
         release_tasks(ws, team, name)
@@ -258,8 +259,7 @@ def _request_start(ws: Workspace, team: str, member: Member | Json, supervised: 
     # with a supervisor running the status is its to write (it forks the member now)
     if not roster.is_live(member) and not supervised \
             and member["status"] in (*policy.GONE, "backoff"):
-        change = roster.set_status(member, "pending")
-        events.status_changed(ws, team, member["name"], change)
+        journal(ws, team, member["name"], transition(member, Status.PENDING, Writer.CONTROL))
 
 
 def restart_all(ws: Workspace, team: str, *, only_stopped: bool = False) -> list[str]:

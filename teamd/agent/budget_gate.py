@@ -14,9 +14,10 @@ from teamd import budget, events, inbox, roster, settings
 from teamd.errors import BadInput, TeamdError
 from teamd.files import Json
 from teamd.layout import LEAD, USER
+from teamd.states import Status
 
 if TYPE_CHECKING:
-    from teamd.agent.loop import Member
+    from teamd.agent.member import Member
 
 log = logging.getLogger(__name__)
 
@@ -74,23 +75,24 @@ class BudgetGate:
             return
         m = self.m
         log.warning("%s: paused, no model call until it may go on", line)
-        m.update_member(status="paused", last_error=line)
+        m.standing.update(status=Status.PAUSED, last_error=line)
         if reached is not None and not self.told:
             self.told = True
             self.tell(reached, line)
-        watcher = m.idle_watcher()
-        m.watch_roster = True  # armed before the check below: no raise slips past
+        watcher = m.waits.watcher()
+        m.waits.watch_roster = True  # armed before the check below: no raise slips past
         try:
             while True:
-                m.leave_if_asked("paused: budget reached" if reached else "paused: no price")
+                m.shutdowns.leave_if_asked(
+                    "paused: budget reached" if reached else "paused: no price")
                 if self.holds() is None:
                     break
-                m.wait_on(watcher, None)
+                m.waits.wait_on(watcher, None)
         finally:
-            m.watch_roster = False
+            m.waits.watch_roster = False
         log.info("no budget holds the call any more: going on")
         self.told = False
-        m.update_member(status="active", last_error=None)
+        m.standing.update(status=Status.ACTIVE, last_error=None)
 
     def tell(self, reached: budget.Reached, line: str) -> None:
         m = self.m

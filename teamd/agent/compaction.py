@@ -20,14 +20,15 @@ from teamd.agent import context
 from teamd.agent.session import compacted_head
 
 if TYPE_CHECKING:
-    from teamd.agent.loop import Member
+    from teamd.agent.builtin import BuiltinRuntime
 
 
-def compact(member: Member) -> bool:
+def compact(runtime: BuiltinRuntime) -> bool:
     """Summarise what went before the turn in progress; True once done. False when there is
     nothing before it to summarise (the turn in progress is all there is) or the summary
     call got no answer (tried again before the next call)."""
-    session, before = member.session, member.last_context
+    member = runtime.m
+    session, before = member.session, runtime.last_context
     cut = session.turn_start()
     if not any(r["type"] == "assistant" for r in session.records[:cut]):
         return False
@@ -45,7 +46,7 @@ def compact(member: Member) -> bool:
         ask = [*messages[:-1], {"role": "user", "content": [*messages[-1]["content"], request]}]
     else:
         ask = [*messages, {"role": "user", "content": [request]}]
-    reply = member.ask_model(ask, tool_choice={"type": "none"})
+    reply = runtime.ask_model(ask, tool_choice={"type": "none"})
     if reply is None:
         return False
     summary = "\n".join(b.get("text", "") for b in reply.content
@@ -59,5 +60,5 @@ def compact(member: Member) -> bool:
         json.dumps(carry, ensure_ascii=False)) // 4
     events.emit(member.ws, member.team, "compacted", member=member.name, before_tokens=before,
                 after_tokens=after, transcript=rel)
-    member.last_context = 0
+    runtime.last_context = 0
     return True

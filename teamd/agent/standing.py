@@ -1,0 +1,134 @@
+"""What a member writes of itself in the roster (CONTRACT §4 "who writes what", §12): its
+status, `last_error`, `usage` and `current_task` — only while the roster's pid is its own —
+and each call's cost, added to the team's spend in the same step.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from teamd import board, budget, prices, roster, states
+from teamd.errors import BadInput, TeamdError
+from teamd.files import Json
+from teamd.states import Status, Writer
+
+if TYPE_CHECKING:
+    from teamd.agent.member import Member
+
+log = logging.getLogger(__name__)
+
+
+class Standing:
+    """One member's live fields as it last wrote them. `error_of_last_run`: teamd's
+    last_error (why it was in backoff) holds until this process is up."""
+
+    def __init__(self, member: Member, entry: Mapping[str, Any]) -> None:
+        self.m = member
+        self.status: str | None = entry.get("status")
+        self.error_of_last_run = entry.get("last_error") is not None
+        self.unpriced_told = False  # last_error named the model with no price, once
+        # what `current_task` need not read again: tasks seen let go, and how many of the
+        # session's claims it has looked at
+        self.tasks_let_go: set[int] = set()
+        self.claims_seen = 0
+
+    def set_status(self, status: Status) -> None:
+        if status == self.status:
+            return
+        self.update(status=status)
+
+    def add_usage(self, usage: Json, clear_error: bool, cost: float | None = None) -> None:
+        """Count a call's tokens and its cost (the member's `usage` and the team's spend,
+        in one step). A model with no price says so in `last_error`, once per process."""
+        changes: dict[str, Any] = {"last_error": None} if clear_error else {}
+        if cost is None and not self.unpriced_told:
+            self.unpriced_told = True
+            changes["last_error"] = (f"no price known for model {self.m.model_name}: its "
+                                     "calls are not counted in cost (add it under [prices] "
+                                     "in teamd.toml)")
+            log.warning(changes["last_error"])
+        self.update(usage_add={k: usage.get(k) for k in prices.TOKEN_KEYS},
+                    cost_add=cost, **changes)
+
+    def current_task(self) -> int | None:
+        """`current_task`: the lowest in_progress task this member owns, read from the tasks
+        it knows it holds (those its session records as claimed or handed to it), not from
+        the whole board. A task it was seen to let go (done, released, taken by another) is
+        not read again unless it is claimed again."""
+        m = self.m
+        fresh = m.session.claims[self.claims_seen:]
+        self.claims_seen = len(m.session.claims)
+        self.tasks_let_go.difference_update(fresh)
+        held = []
+        for task_id in sorted(m.session.claimed_ids - self.tasks_let_go):
+            try:
+                task = board.get(m.ws, m.team, task_id)
+            except BadInput:  # gone (or the team is: the status write will say so)
+                task = None
+            except TeamdError as exc:  # a hand edit broke it: read it again next time
+                log.warning("%s", exc)
+                continue
+            if task is not None and board.current_task([task], m.name) is not None:
+                held.append(task_id)
+            else:
+                self.tasks_let_go.add(task_id)
+        return min(held) if held else None
+
+    def update_if_possible(self, **changes: Any) -> None:
+        """`update`, when the disk lets it (it may be as full as the session's)."""
+        try:
+            self.update(**changes)
+        except OSError as exc:
+            log.warning("cannot update the roster either: %s", exc)
+
+    def update(self, **changes: Any) -> None:
+        """Write `status` (a `Status`), `last_error`, `usage_add` (tokens) and `cost_add`
+        (dollars) into the member's live state, with `current_task` as it is now."""
+        m = self.m
+        usage_add = changes.pop("usage_add", None)
+        cost_add = changes.pop("cost_add", None)
+        current = self.current_task()
+        charged = False
+
+        def change(entry: Json) -> states.Move | None:
+            nonlocal charged
+            if cost_add:  # spent, whoever holds the roster entry now
+                budget.charge(m.ws, m.team, cost_add)  # lock order: status → spend
+                charged = True
+            if entry.get("pid") != os.getpid():
+                return None  # not ours any more (CONTRACT §4): write nothing
+            moved = None
+            if "status" in changes:
+                moved = states.transition(entry, changes["status"], Writer.MEMBER)
+            if self.error_of_last_run:
+                entry["last_error"] = None  # up and running again: that trouble has cleared
+            for key in ("last_error",):
+                if key in changes:
+                    entry[key] = changes[key]
+            if usage_add:
+                total = entry.setdefault("usage", {})
+                for key, value in usage_add.items():
+                    total[key] = int(total.get(key) or 0) + int(value or 0)
+                if cost_add is not None:
+                    total["cost_usd"] = prices.add(total.get("cost_usd"), cost_add)
+            entry["current_task"] = current
+            return moved
+
+        try:
+            moved = roster.update_status(m.ws, m.team, m.name, change)
+            if cost_add and not charged:  # removed from the roster meanwhile: still spent
+                budget.charge(m.ws, m.team, cost_add)
+        except BadInput:
+            raise  # the team is gone: nothing to work for
+        except TeamdError as exc:
+            # config.json does not parse (a hand edit): it is not ours to repair, and the
+            # work goes on; the status is written again once the file reads
+            log.error("cannot record %s in the roster: %s", sorted(changes), exc)
+            return
+        self.error_of_last_run = False
+        if "status" in changes:
+            self.status = changes["status"]
+        states.journal(m.ws, m.team, m.name, moved)

@@ -1,0 +1,117 @@
+"""A member's statuses, and who may move it from which to which (CONTRACT §4, "who writes
+what"), as one table; `transition`, the only way a status changes, checks each move
+against it.
+
+Three writers share a member's status: the control side (`teamctl` and the LLM lead's
+tools), `teamd`, and the teammate itself (only while the roster's pid is its own). Each may
+write only its own statuses, and only from the statuses the table lists; anything else is a
+bug in the writer and raises. A move is made under the lock of the file that holds the
+status (a read-modify-write) and journaled (`journal`, the `status` event) once the write
+is done, so a failed write journals nothing. What the supervisor decides for each status
+(`policy.decide`) is the other half of the states: this table says who may write them.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import NamedTuple
+
+from teamd import events
+from teamd.files import Json
+from teamd.layout import Workspace
+from teamd.records import Member
+
+
+class Status(enum.StrEnum):
+    """What a member is right now (`members/{name}.json`'s `status`)."""
+
+    PENDING = "pending"
+    STARTING = "starting"
+    ACTIVE = "active"
+    IDLE = "idle"
+    WAITING = "waiting"
+    PAUSED = "paused"
+    SLEEPING = "sleeping"
+    STOPPING = "stopping"
+    SHUTDOWN = "shutdown"
+    BACKOFF = "backoff"
+    FAILED = "failed"
+
+
+class Desired(enum.StrEnum):
+    """What a member should be (`config.json`'s `desired`)."""
+
+    RUNNING = "running"
+    STOPPED = "stopped"
+
+
+class Writer(enum.Enum):
+    CONTROL = "teamctl and the lead's tools"
+    TEAMD = "teamd"
+    MEMBER = "the teammate itself"
+
+
+#: statuses in which a member has (or should have) a process of its own
+LIVE = frozenset({Status.STARTING, Status.ACTIVE, Status.IDLE, Status.WAITING, Status.PAUSED,
+                  Status.STOPPING})
+ANY = frozenset(Status)
+
+#: writer → the status it may write → the statuses it may move a member from
+TABLE: dict[Writer, dict[Status, frozenset[Status]]] = {
+    Writer.CONTROL: {
+        # answering a shutdown for a member that is not live, or `stop --force` with no
+        # supervisor: whatever its status says (a stale one included)
+        Status.SHUTDOWN: ANY,
+        # `restart` / `up` with no supervisor to fork it
+        Status.PENDING: frozenset({Status.FAILED, Status.SHUTDOWN, Status.BACKOFF}),
+    },
+    # teamd's reading of a fork or an exit stands whatever the status last said: a member
+    # short of space may not have written its own (a fork from anywhere, a restart taking
+    # failed and shutdown too; an exit for a restart or as teamd stops, 75, a crash, the
+    # crash-loop limit; a start held back for want of space; desired stopped)
+    Writer.TEAMD: {to: ANY for to in (Status.STARTING, Status.PENDING, Status.SLEEPING,
+                                      Status.BACKOFF, Status.FAILED, Status.SHUTDOWN)},
+    Writer.MEMBER: {
+        # its own process runs: from what it or teamd wrote since the fork (pending: its
+        # status file, deleted by hand, written again by teamd)
+        to: LIVE | {Status.PENDING}
+        for to in (Status.ACTIVE, Status.IDLE, Status.WAITING, Status.PAUSED, Status.STOPPING)
+    },
+}
+
+
+class Move(NamedTuple):
+    """A status that changed: (from, to)."""
+
+    before: str
+    after: Status
+
+
+class IllegalMove(AssertionError):
+    """A writer moved a member along an edge the table does not have: a bug."""
+
+
+def allowed(writer: Writer, before: str, after: Status) -> bool:
+    """May `writer` move a member from `before` to `after`?"""
+    sources = TABLE[writer].get(after)
+    return sources is not None and before in sources
+
+
+def transition(member: Member | Json, to: Status, writer: Writer) -> Move | None:
+    """Move `member` (its record, read under its lock) to status `to` on `writer`'s behalf;
+    the move, for `journal`, or None when it was there already. A move the table does not
+    allow raises `IllegalMove`."""
+    before = member.get("status")
+    if before == to:
+        return None
+    if not allowed(writer, str(before), to):
+        raise IllegalMove(f"{writer.value} may not move {member.get('name')!r} from "
+                          f"{before} to {to}")
+    member["status"] = to
+    return Move(str(before), to)
+
+
+def journal(ws: Workspace, team: str, name: str, move: Move | tuple[str, str] | None) -> None:
+    """Journal the `status` event of a move once it is written; nothing for no move."""
+    if move and move[0] != move[1]:
+        events.emit(ws, team, "status", member=name, **{"from": move[0], "to": move[1]})

@@ -167,9 +167,10 @@ def test_crash_loop_fails_then_restart_clears_it(ws: Workspace, server: Scripted
         assert not roster.is_live(m)
         assert psutil.Process(daemon.pid).children() == []  # no process left
         assert "does not exist" in read_log(ws, TEAM, "crashy")
-        assert len(events_of(ws, "crashy", "exited")) == limit + 1
+        # the journal follows the roster's `failed` by a moment: the last exit's line too
+        wait_until(lambda: len(events_of(ws, "crashy", "exited")) == limit + 1, 5,
+                   "the last exit journaled")
         assert len(events_of(ws, "crashy", "restart_scheduled")) == limit
-        # the event and the lead's message follow the roster's `failed` by a moment
         [failed_event] = wait_until(lambda: events_of(ws, "crashy", "member_failed"), 5,
                                     "the member_failed event")
         assert "exit code 1" in failed_event["reason"]

@@ -99,6 +99,10 @@ class Exits(Wakeups):
                 return None
             kind = m.get("kind", "teammate")
             m["last_exit"] = {"code": code, "signal": sig, "at": now}
+            try:  # journaled before the status it explains is written (lock order: → events)
+                events.emit(self.ws, team, "exited", member=name, code=code, signal=sig)
+            except OSError as exc:  # no room to journal: the roster's record is what counts
+                log.error("%s/%s: cannot journal its exit: %s", team, name, exc)
             return outcome.write(m)
 
         try:
@@ -114,7 +118,6 @@ class Exits(Wakeups):
         if outcome.held_for_space:
             self.holds.hold(team, name, outcome.delay)
         try:
-            events.emit(self.ws, team, "exited", member=name, code=code, signal=sig)
             journal(self.ws, team, name, moved)
             if outcome.status == "backoff":
                 events.emit(self.ws, team, "restart_scheduled", member=name,

@@ -22,7 +22,6 @@ from teamd.notify import Notifier
 from teamd.paging import Pager
 from teamd.proc import decode_wait_status, describe_exit
 from teamd.processes import MemberProcess, find_strays
-from teamd.states import Move, journal
 from teamd.wakeups import Wakeups
 
 log = logging.getLogger(__name__)
@@ -89,20 +88,20 @@ class Exits(Wakeups):
         outcome: policy.Outcome | None = None
         kind = "teammate"
 
-        def change(m: Json, config: Json) -> Move | None:
+        def change(m: Json, config: Json) -> None:
             nonlocal outcome, kind
             outcome = policy.after_exit(
                 m, process, code, sig, now, self.conf,
                 history=self.crashes.get(key) or policy.CrashHistory(),
                 space_held=self.holds.last(key), stopping=self.stopping)
             if outcome is None:
-                return None
+                return
             kind = m.get("kind", "teammate")
             m["last_exit"] = {"code": code, "signal": sig, "at": now}
-            return outcome.write(m)
+            outcome.write(m)  # the status event journaled once it is written
 
         try:
-            moved = self.update_member(team, name, change)
+            self.update_member(team, name, change)
         except Exception as exc:
             if short_of_room(exc):  # unrecorded, it must not be forked again at once
                 self.holds.hold(team, name)
@@ -115,7 +114,6 @@ class Exits(Wakeups):
             self.holds.hold(team, name, outcome.delay)
         try:
             events.emit(self.ws, team, "exited", member=name, code=code, signal=sig)
-            journal(self.ws, team, name, moved)
             if outcome.status == "backoff":
                 events.emit(self.ws, team, "restart_scheduled", member=name,
                             delay=outcome.delay, restarts=outcome.restarts)

@@ -1,14 +1,19 @@
 """The states as one table (teamd.states): who may move a member from which status to which
 (CONTRACT §4, "who writes what"). Every legal edge moves and says so; a sample of illegal
-ones is refused and changes nothing; the strings on disk stay the contract's."""
+ones is refused and changes nothing; the strings on disk stay the contract's. Each move
+journals one `status` event once its file is saved: none for a refused move, a move never
+saved or a write that failed; a journal that fails leaves the status written."""
 
 from __future__ import annotations
 
+import errno
 import json
+from collections.abc import Callable
 
 import pytest
 
 from teamd import events, roster
+from teamd.files import Json
 from teamd.layout import Workspace
 from teamd.states import (
     ANY,
@@ -19,9 +24,9 @@ from teamd.states import (
     Move,
     Status,
     Writer,
-    journal,
     transition,
 )
+from tests.harness import file_size_limit, make_team
 
 LEGAL = [(writer, before, after) for writer, row in TABLE.items()
          for after, sources in row.items() for before in sorted(sources) if before != after]
@@ -102,12 +107,87 @@ def test_the_strings_on_disk_are_the_contracts() -> None:
         '{"status": "idle", "desired": "stopped"}'
 
 
-def test_journal_writes_one_status_event_per_move(ws: Workspace, team: str) -> None:
-    member = {"name": "alice", "status": "idle"}
-    move = transition(member, Status.ACTIVE, Writer.MEMBER)
-    assert move == Move("idle", Status.ACTIVE)
-    journal(ws, team, "alice", move)
-    journal(ws, team, "alice", None)  # no move: nothing
-    journal(ws, team, "alice", transition(member, Status.ACTIVE, Writer.MEMBER))
-    moved = [e for e in events.read(ws, team) if e["event"] == "status"]
-    assert [(e["member"], e["from"], e["to"]) for e in moved] == [("alice", "idle", "active")]
+def status_events(ws: Workspace, team: str) -> list[tuple[str, str, str]]:
+    return [(e["member"], e["from"], e["to"]) for e in events.read(ws, team)
+            if e["event"] == "status"]
+
+
+def to(status: Status, writer: Writer) -> Callable[[Json], Move | None]:
+    return lambda member: transition(member, status, writer)
+
+
+def test_every_write_of_a_move_journals_it_once(ws: Workspace) -> None:
+    """`transition` journals its own `status` event, once the file that holds the status
+    is saved, whichever writer saves it: a member's own update, teamd's (which reads the
+    spec), a person's roster step, a step that saves at a point of its own."""
+    team = make_team(ws, None, "alice", "bob")
+    roster.update_status(ws, team, "alice", to(Status.SHUTDOWN, Writer.CONTROL))
+    roster.update_member(ws, team, "alice", lambda m, _: transition(m, Status.STARTING,
+                                                                      Writer.TEAMD))
+    with roster.locked(ws, team) as config:
+        transition(roster.get(config, "bob"), Status.SHUTDOWN, Writer.CONTROL)
+        assert status_events(ws, team)[-1][0] == "alice"  # not before it is written
+    with roster.held(ws, team) as config:
+        transition(roster.get(config, "alice"), Status.IDLE, Writer.MEMBER)
+        roster.save(ws, team, config)
+        assert roster.load(ws, team, only="alice")["members"][0]["status"] == "idle"
+    roster.update_status(ws, team, "alice", to(Status.IDLE, Writer.MEMBER))  # there already
+    roster.update_status(ws, team, "bob", lambda m: m.update(last_error="x"))  # no move
+    assert status_events(ws, team) == [("alice", "pending", "shutdown"),
+                                       ("alice", "shutdown", "starting"),
+                                       ("bob", "pending", "shutdown"),
+                                       ("alice", "starting", "idle")]
+    # a move made by hand on a record no writer saves journals nothing
+    assert transition({"name": "carol", "status": "idle"}, Status.ACTIVE, Writer.MEMBER)
+    assert len(status_events(ws, team)) == 4
+
+
+def test_a_refused_move_or_an_unsaved_one_journals_nothing(ws: Workspace) -> None:
+    team = make_team(ws, None, "alice")
+    with pytest.raises(IllegalMove):
+        roster.update_status(ws, team, "alice", to(Status.FAILED, Writer.MEMBER))
+
+    def then_fail(member: Json) -> None:
+        transition(member, Status.SHUTDOWN, Writer.CONTROL)
+        raise RuntimeError("the step fails after the move")
+
+    with pytest.raises(RuntimeError):
+        roster.update_status(ws, team, "alice", then_fail)
+    with roster.held(ws, team) as config:  # held and never saved
+        transition(roster.get(config, "alice"), Status.SHUTDOWN, Writer.CONTROL)
+    assert roster.load(ws, team)["members"][0]["status"] == "pending"
+    assert status_events(ws, team) == []
+
+
+def test_a_status_write_that_fails_journals_nothing(ws: Workspace) -> None:
+    """The status file cannot be written (EFBIG: over RLIMIT_FSIZE, while the journal has
+    room): no `status` event for a move that is not on disk."""
+    team = make_team(ws, None, "alice")
+    limit = ws.events(team).stat().st_size + 1024
+
+    def big(member: Json) -> None:
+        transition(member, Status.SHUTDOWN, Writer.CONTROL)
+        member["last_error"] = "x" * 2 * limit  # the status file outgrows the limit
+
+    with file_size_limit(limit):
+        with pytest.raises(OSError) as failed:
+            roster.update_status(ws, team, "alice", big)
+        events.emit(ws, team, "probe")  # the journal had room all along
+    assert failed.value.errno == errno.EFBIG
+    assert roster.load(ws, team)["members"][0]["status"] == "pending"
+    assert status_events(ws, team) == []
+    assert events.read(ws, team)[-1]["event"] == "probe"
+
+
+def test_a_journal_that_fails_leaves_the_status_written(ws: Workspace) -> None:
+    """The journal cannot take the `status` event (EFBIG): the status stays as written and
+    the writer goes on; nothing torn is left in the journal."""
+    team = make_team(ws, None, "alice")
+    status_file = ws.member_status(team, "alice")
+    while ws.events(team).stat().st_size < 2 * status_file.stat().st_size:
+        events.emit(ws, team, "padding", text="x" * 100)
+    before = ws.events(team).read_bytes()
+    with file_size_limit(len(before)):  # any append fails; the small status file fits
+        roster.update_status(ws, team, "alice", to(Status.SHUTDOWN, Writer.CONTROL))
+    assert json.loads(status_file.read_text())["status"] == "shutdown"
+    assert ws.events(team).read_bytes() == before

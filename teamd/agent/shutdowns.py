@@ -104,12 +104,11 @@ class Shutdowns:
         refused as answered already), then exit 0."""
         m = self.m
 
-        def change(config: Json) -> states.Move | None:
+        def change(config: Json) -> None:
             member = roster.find(config, m.name)
-            if member is None or member.get("pid") != os.getpid():
-                return None
-            member["desired"] = Desired.STOPPED
-            return states.transition(member, Status.STOPPING, Writer.MEMBER)
+            if member is not None and member.get("pid") == os.getpid():
+                member["desired"] = Desired.STOPPED
+                states.transition(member, Status.STOPPING, Writer.MEMBER)
 
-        states.journal(m.ws, m.team, m.name, roster.update(m.ws, m.team, change))
+        roster.update(m.ws, m.team, change)
         return EXIT_SHUTDOWN

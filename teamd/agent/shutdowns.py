@@ -12,7 +12,7 @@ import logging
 import os
 from typing import TYPE_CHECKING
 
-from teamd import actions, inbox, requests, roster, states
+from teamd import actions, inbox, requests, roster, states, wake
 from teamd.errors import TeamdError
 from teamd.files import Json
 from teamd.proc import EXIT_SHUTDOWN
@@ -59,10 +59,12 @@ class Shutdowns:
                 continue
         return pending
 
-    def note(self, messages: list[Json]) -> None:
-        """Remember the shutdown requests among messages taken in."""
-        self.asks.extend(msg["request_id"] for msg in messages
-                         if msg["type"] == "shutdown_request" and msg.get("request_id"))
+    def note(self, messages: list[Json]) -> list[str]:
+        """Remember the shutdown requests among messages taken in; their ids."""
+        found = [msg["request_id"] for msg in messages
+                 if msg["type"] == "shutdown_request" and msg.get("request_id")]
+        self.asks.extend(found)
+        return found
 
     def pending(self) -> str | None:
         """The first request taken in that nobody has answered yet."""
@@ -83,7 +85,7 @@ class Shutdowns:
 
     def inbox_has_request(self) -> bool:
         m = self.m
-        if not m.intake.has_mail():
+        if not wake.has_mail(m.intake.inbox_path):
             return False
         return any(msg["type"] == "shutdown_request"
                    for msg in inbox.peek(m.ws, m.team, m.name))

@@ -375,7 +375,7 @@ def _apply(ws: Workspace, team: str, name: str, member: Json,
         result = change(member)
         if status_of(member) != before:
             _write_status(ws, team, name, member)
-            states.journal(ws, team, moves)
+            states.journal(ws, team, moves, name)
     return result
 
 

@@ -123,8 +123,9 @@ def transition(member: Member | Json, to: Status, writer: Writer) -> Move | None
     return move
 
 
-#: the moves `transition` made during the write under way, by member name
-Moves = list[tuple[str, Move]]
+#: the moves `transition` made during the write under way, with the name on each record
+#: (None on a status file's own, which the writer names)
+Moves = list[tuple[str | None, Move]]
 _RECORDING: ContextVar[Moves | None] = ContextVar("status_moves", default=None)
 
 
@@ -144,16 +145,19 @@ def recording() -> Iterator[Moves]:
 def _record(member: Member | Json, move: Move) -> None:
     moves = _RECORDING.get()
     if moves is not None:
-        moves.append((str(member.get("name")), move))
+        moves.append((member.get("name"), move))
 
 
-def journal(ws: Workspace, team: str, moves: Moves | None = None) -> None:
+def journal(ws: Workspace, team: str, moves: Moves | None = None,
+            member: str | None = None) -> None:
     """Journal the `status` event of each move just saved (those of the recording under
-    way, by default), and forget it. Called by the writer that saved them, never by hand.
-    A journal that cannot be written is logged: the status stands as written."""
+    way, by default; of `member`'s record, if given), and forget it. Called by the writer
+    that saved them, never by hand. A journal that cannot be written is logged: the status
+    stands as written."""
     moves = _RECORDING.get() if moves is None else moves
     while moves:
-        name, (before, after) = moves.pop(0)
+        recorded, (before, after) = moves.pop(0)
+        name = member or recorded
         try:
             events.emit(ws, team, "status", member=name, **{"from": before, "to": after})
         except OSError as exc:

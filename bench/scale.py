@@ -13,7 +13,7 @@ large roster cost as the board and the team grow, each figure with its runs and 
   acts on it, a sleeper woken (inbox line → its request).
 
 Everything is real: a `teamd run` subprocess forks the teammates, which talk to the scripted
-server over HTTP. Boards are written straight to disk (`write_board`; tests/test_board_scale.py
+server over HTTP. Boards are written straight to disk (`write_board`; tests/unit/test_board_scale.py
 uses it too); rosters are built through the library. Every phase has its share of the time
 limit: a size that cannot finish in it is cut short and its row says so, nothing hangs.
 

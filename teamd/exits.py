@@ -22,7 +22,6 @@ from teamd.notify import Notifier
 from teamd.paging import Pager
 from teamd.proc import decode_wait_status, describe_exit
 from teamd.processes import MemberProcess, find_strays
-from teamd.states import Move, journal
 from teamd.wakeups import Wakeups
 
 log = logging.getLogger(__name__)
@@ -89,24 +88,24 @@ class Exits(Wakeups):
         outcome: policy.Outcome | None = None
         kind = "teammate"
 
-        def change(m: Json, config: Json) -> Move | None:
+        def change(m: Json, config: Json) -> None:
             nonlocal outcome, kind
             outcome = policy.after_exit(
                 m, process, code, sig, now, self.conf,
                 history=self.crashes.get(key) or policy.CrashHistory(),
                 space_held=self.holds.last(key), stopping=self.stopping)
             if outcome is None:
-                return None
+                return
             kind = m.get("kind", "teammate")
             m["last_exit"] = {"code": code, "signal": sig, "at": now}
             try:  # journaled before the status it explains is written (lock order: → events)
                 events.emit(self.ws, team, "exited", member=name, code=code, signal=sig)
             except OSError as exc:  # no room to journal: the roster's record is what counts
                 log.error("%s/%s: cannot journal its exit: %s", team, name, exc)
-            return outcome.write(m)
+            outcome.write(m)  # its status event journaled once it is written
 
         try:
-            moved = self.update_member(team, name, change)
+            self.update_member(team, name, change)
         except Exception as exc:
             if short_of_room(exc):  # unrecorded, it must not be forked again at once
                 self.holds.hold(team, name)
@@ -118,7 +117,6 @@ class Exits(Wakeups):
         if outcome.held_for_space:
             self.holds.hold(team, name, outcome.delay)
         try:
-            journal(self.ws, team, name, moved)
             if outcome.status == "backoff":
                 events.emit(self.ws, team, "restart_scheduled", member=name,
                             delay=outcome.delay, restarts=outcome.restarts)

@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from teamd import files, policy, roster, states
+from teamd import files, policy, roster
 from teamd.files import Json
 from teamd.layout import Workspace
 from teamd.processes import FD_ERRNOS, MemberProcess
@@ -81,19 +81,14 @@ class Holds:
                   process.pid, exc, delay)
         why = f"teamd cannot record its start ({exc})"
 
-        def change(m: Json, config: Json) -> states.Move | None:
+        def change(m: Json, config: Json) -> None:
             if m["desired"] != "running" or config.get("state") == "deleting" or (
                     m.get("pid") != process.pid and roster.is_live(m)):
-                return None  # stopped meanwhile, or not ours to say
+                return  # stopped meanwhile, or not ours to say
             held = policy.held_for_space(m, now, delay, why, history=policy.CrashHistory())
-            return held.write(m)
+            held.write(m)  # journaled once written; its file has it if the journal cannot
 
-        moved = self._write(team, name, change, "that it is held back")
-        if moved is not None:
-            try:
-                states.journal(self.ws, team, name, moved)
-            except OSError as err:  # its file has it: the journal is the lesser loss
-                log.warning("%s/%s: cannot journal it: %s", team, name, err)
+        self._write(team, name, change, "that it is held back")
 
     def _write(self, team: str, name: str, change: Callable[[Json, Json], Any],
                what: str) -> Any:

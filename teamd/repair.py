@@ -95,22 +95,20 @@ class Repairs:
         name, now = member["name"], time.time()
         written: Json = {}
 
-        def change(m: Json, config: Json) -> states.Move | None:
+        def change(m: Json, config: Json) -> None:
             if m.get("pid") != member.get("pid") or m["status"] not in \
                     roster.RUNNING_STATUSES or roster.is_live(m):
-                return None  # changed meanwhile
+                return  # changed meanwhile
             m["last_exit"] = {"code": None, "signal": None, "at": now}
             if not policy.error_holds(m):
                 m["last_error"] = None
             events.emit(self.ws, team, "exited", member=name, code=None, signal=None,
                         reason=DIED_UNSEEN)
-            moved = states.transition(m, Status.PENDING, Writer.TEAMD)
+            states.transition(m, Status.PENDING, Writer.TEAMD)
             written.update(m)
-            return moved
 
-        moved = self.update_member(team, name, change)
+        self.update_member(team, name, change)
         if not written:
             return member
-        states.journal(self.ws, team, name, moved)
         log.info("%s/%s: pid %s %s", team, name, member.get("pid"), DIED_UNSEEN)
         return {**member, **roster.status_of(written)}

@@ -25,7 +25,7 @@ from typing import Any, TypeVar, cast
 
 import psutil
 
-from teamd import budget, files, prices
+from teamd import budget, files, prices, states
 from teamd.errors import BadInput, TeamdError
 from teamd.files import Json
 from teamd.layout import LEAD, USER, Workspace
@@ -258,8 +258,9 @@ class _Held(dict[str, Any]):
 @contextmanager
 def held(ws: Workspace, team: str) -> Iterator[Json]:
     """Hold the roster lock and yield the roster (merged), written back only by `save`: for
-    a step that writes several files in an order of its own, the roster at a chosen point."""
-    with roster_lock(ws, team):
+    a step that writes several files in an order of its own, the roster at a chosen point.
+    The status moves made meanwhile are journaled by `save`; unsaved, they are dropped."""
+    with roster_lock(ws, team), states.recording():
         config = _Held(_merged(ws, team, _read_spec(ws, team)))
         config.on_disk = copy.deepcopy(dict(config))
         yield config
@@ -269,7 +270,8 @@ def save(ws: Workspace, team: str, config: Json) -> None:
     """Write back what changed in a roster yielded by `held` (or `locked`), while holding
     its lock: a new member's status file before `config.json` lists it; `config.json` when
     a spec field changed; then each member's status file, under its own lock, with only
-    the live fields that changed; last, a removed member's status file goes."""
+    the live fields that changed; last, a removed member's status file goes; then the
+    status moves made on it are journaled."""
     before = config.on_disk if isinstance(config, _Held) else \
         _merged(ws, team, _read_spec(ws, team))
     old = {m["name"]: m for m in before["members"]}
@@ -296,6 +298,7 @@ def save(ws: Workspace, team: str, config: Json) -> None:
                 ws.member_status(team, name).unlink(missing_ok=True)
     if isinstance(config, _Held):
         config.on_disk = copy.deepcopy(dict(config))
+    states.journal(ws, team)
 
 
 def _change_status(ws: Workspace, team: str, name: str, changed: Json,
@@ -366,11 +369,13 @@ def update_member(ws: Workspace, team: str, name: str,
 def _apply(ws: Workspace, team: str, name: str, member: Json,
            change: Callable[[Json], T]) -> T:
     """Run `change` on `member` and write its live fields if they changed (the caller
-    holds the member's lock)."""
-    before = copy.deepcopy(status_of(member))
-    result = change(member)
-    if status_of(member) != before:
-        _write_status(ws, team, name, member)
+    holds the member's lock), then journal its status move."""
+    with states.recording() as moves:
+        before = copy.deepcopy(status_of(member))
+        result = change(member)
+        if status_of(member) != before:
+            _write_status(ws, team, name, member)
+            states.journal(ws, team, moves, name)
     return result
 
 

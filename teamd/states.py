@@ -6,20 +6,29 @@ Three writers share a member's status: the control side (`teamctl` and the LLM l
 tools), `teamd`, and the teammate itself (only while the roster's pid is its own). Each may
 write only its own statuses, and only from the statuses the table lists; anything else is a
 bug in the writer and raises. A move is made under the lock of the file that holds the
-status (a read-modify-write) and journaled (`journal`, the `status` event) once the write
-is done, so a failed write journals nothing. What the supervisor decides for each status
-(`policy.decide`) is the other half of the states: this table says who may write them.
+status (a read-modify-write) and journals itself: `transition` records it on the write it
+is part of (`recording`, opened by the roster's writers), and the writer journals it, the
+`status` event, right after the file is saved — so a write that fails or never happens
+journals nothing, the journal's order is the writes', and a journal that cannot be written
+leaves the status written. What the supervisor decides for each status (`policy.decide`)
+is the other half of the states: this table says who may write them.
 """
 
 from __future__ import annotations
 
 import enum
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import NamedTuple
 
 from teamd import events
 from teamd.files import Json
 from teamd.layout import Workspace
 from teamd.records import Member
+
+log = logging.getLogger(__name__)
 
 
 class Status(enum.StrEnum):
@@ -99,8 +108,9 @@ def allowed(writer: Writer, before: str, after: Status) -> bool:
 
 def transition(member: Member | Json, to: Status, writer: Writer) -> Move | None:
     """Move `member` (its record, read under its lock) to status `to` on `writer`'s behalf;
-    the move, for `journal`, or None when it was there already. A move the table does not
-    allow raises `IllegalMove`."""
+    the move, or None when it was there already. A move the table does not allow raises
+    `IllegalMove`. The move is recorded on the write under way (`recording`), which
+    journals it once the record is saved."""
     before = member.get("status")
     if before == to:
         return None
@@ -108,10 +118,48 @@ def transition(member: Member | Json, to: Status, writer: Writer) -> Move | None
         raise IllegalMove(f"{writer.value} may not move {member.get('name')!r} from "
                           f"{before} to {to}")
     member["status"] = to
-    return Move(str(before), to)
+    move = Move(str(before), to)
+    _record(member, move)
+    return move
 
 
-def journal(ws: Workspace, team: str, name: str, move: Move | tuple[str, str] | None) -> None:
-    """Journal the `status` event of a move once it is written; nothing for no move."""
-    if move and move[0] != move[1]:
-        events.emit(ws, team, "status", member=name, **{"from": move[0], "to": move[1]})
+#: the moves `transition` made during the write under way, with the name on each record
+#: (None on a status file's own, which the writer names)
+Moves = list[tuple[str | None, Move]]
+_RECORDING: ContextVar[Moves | None] = ContextVar("status_moves", default=None)
+
+
+@contextmanager
+def recording() -> Iterator[Moves]:
+    """The moves `transition` makes inside the block, for the write that saves them to
+    journal (`journal`). Moves of a write that raises or never saves are dropped with it;
+    an inner recording keeps its own."""
+    moves: Moves = []
+    token = _RECORDING.set(moves)
+    try:
+        yield moves
+    finally:
+        _RECORDING.reset(token)
+
+
+def _record(member: Member | Json, move: Move) -> None:
+    moves = _RECORDING.get()
+    if moves is not None:
+        moves.append((member.get("name"), move))
+
+
+def journal(ws: Workspace, team: str, moves: Moves | None = None,
+            member: str | None = None) -> None:
+    """Journal the `status` event of each move just saved (those of the recording under
+    way, by default; of `member`'s record, if given), and forget it. Called by the writer
+    that saved them, never by hand. A journal that cannot be written is logged: the status
+    stands as written."""
+    moves = _RECORDING.get() if moves is None else moves
+    while moves:
+        recorded, (before, after) = moves.pop(0)
+        name = member or recorded
+        try:
+            events.emit(ws, team, "status", member=name, **{"from": before, "to": after})
+        except OSError as exc:
+            log.error("%s/%s: status %s written, but not journaled: %s", team, name,
+                      after, exc)

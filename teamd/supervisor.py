@@ -53,7 +53,7 @@ from teamd.processes import (
     fork_process,
     spare_fds,
 )
-from teamd.states import Desired, Move, Status, Writer, journal, transition
+from teamd.states import Desired, Status, Writer, transition
 from teamd.troubles import Troubles
 from teamd.wakeups import SAFETY_INTERVAL
 from teamd.watch import Watcher
@@ -312,15 +312,14 @@ class Supervisor(Exits):
         """Write `status` for a member with no process. A `shutdown` is re-checked against
         `desired` under the roster lock: the reconcile's snapshot may predate a `restart`
         that wants the member running again, which must not be undone."""
-        def change(m: Json, config: Json) -> tuple[Move | None] | None:  # (move,): written
+        def change(m: Json, config: Json) -> bool:  # written (and its move journaled)
             if status == Status.SHUTDOWN and m["desired"] != Desired.STOPPED:
-                return None
-            return (transition(m, status, Writer.TEAMD),)
+                return False
+            transition(m, status, Writer.TEAMD)
+            return True
 
-        applied = self.update_member(team, name, change)
-        if applied is None:
+        if not self.update_member(team, name, change):
             return
-        journal(self.ws, team, name, applied[0])
         if status == "shutdown":
             self.release_tasks(team, name)
 
@@ -362,19 +361,20 @@ class Supervisor(Exits):
             self._watcher is None or self._watcher.polling))
         self.processes[process.pid] = process
 
-        def record(m: Json, config: Json) -> tuple[Move | None] | None:  # (move,): recorded
+        def record(m: Json, config: Json) -> bool:  # recorded (and its move journaled)
             if m["desired"] != Desired.RUNNING or config.get("state") == "deleting":
-                return None
+                return False
             m.update(pid=process.pid, pid_create_time=process.create_time,
                      started_at=process.started_at, restart_at=None)
             if reset:
                 m["restarts"] = 0
-            return (transition(m, Status.STARTING, Writer.TEAMD),)
+            transition(m, Status.STARTING, Writer.TEAMD)
+            return True
 
-        recorded: tuple[Move | None] | None = None
+        recorded: bool | None = None
         try:
             recorded = self.update_member(team, name, record)
-            if recorded is not None:  # a child let run with no room to write would only die
+            if recorded:  # a child let run with no room to write would only die
                 events.emit(self.ws, team, "spawned", member=name, pid=process.pid)
         except Exception as exc:
             if short_of_room(exc):
@@ -382,16 +382,11 @@ class Supervisor(Exits):
                 return
             # other trouble: with its pid recorded, the journal is the lesser loss
             log.error("%s/%s: cannot %s: %s", team, name, "journal its start"
-                      if recorded is not None else f"record pid {process.pid}", exc)
-        if recorded is None:
+                      if recorded else f"record pid {process.pid}", exc)
+        if not recorded:
             process.abort()
             return
-        try:
-            journal(self.ws, team, name, recorded[0])
-        except OSError as exc:
-            log.error("%s/%s: cannot journal its start: %s", team, name, exc)
-        finally:
-            process.go()
+        process.go()
         log.info("spawned %s/%s pid %d", team, name, process.pid)
 
     def stop_process(self, process: MemberProcess, verb: Verb, now: float) -> None:

@@ -1,7 +1,7 @@
 """A sleeper's day, lived by a real member under a real `teamd run`: it sleeps (exit 75)
 after each answer, and is woken by a message after a gap that the scripted server's cache
 clock lives (`PromptCache.advance`) while the test waits only for the work. Shared by
-tests/test_cache_ttl.py and bench/bench_sleeper.py."""
+tests/e2e/test_cache_ttl.py and bench/bench_sleeper.py."""
 
 from __future__ import annotations
 

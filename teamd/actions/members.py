@@ -29,7 +29,7 @@ from teamd.errors import BadInput, TeamdError
 from teamd.files import Json
 from teamd.layout import LEAD, Workspace, validate_member_name
 from teamd.records import Member, Message, Request, Worktree
-from teamd.states import Desired, Move, Status, Writer, journal, transition
+from teamd.states import Desired, Status, Writer, transition
 
 
 def _already_in(team: str, name: str, existing: Mapping[str, Any]) -> BadInput:
@@ -134,13 +134,12 @@ def shutdown(ws: Workspace, team: str, name: str, *, reason: str = "",
         # No process to ask: answer on its behalf, under the roster lock (CONTRACT §6).
         record = cast(Request, requests.answer(ws, team, rid, True, reason="not running"))
         member["desired"] = Desired.STOPPED
-        change = transition(member, Status.SHUTDOWN, Writer.CONTROL)
+        transition(member, Status.SHUTDOWN, Writer.CONTROL)
         answer = inbox.make("shutdown_response", name, sender, "not running",
                             request_id=rid, approve=True, reason="not running")
         events.emit_many(ws, team, [
             {"ts": time.time(), "event": "message", "member": sender, "message": msg},
             {"ts": time.time(), "event": "message", "member": name, "message": answer}])
-        journal(ws, team, name, change)
     release_tasks(ws, team, name)
     return {"request": record, "message": msg, "answered": True}
 
@@ -199,7 +198,6 @@ def approve_shutdown(ws: Workspace, team: str, name: str, request_id: str, *, re
     msg = inbox.make("shutdown_response", name, record["sender"],
                      content or f"{name} is shutting down", request_id=request_id,
                      approve=True, reason=reason, summary=summary)
-    moved: list[Move | None] = [None]
     # lock order: roster → member status → request → inbox → events
     with roster.held(ws, team) as config, roster.status_lock(ws, team, name):
         member = roster.find(config, name)
@@ -209,14 +207,12 @@ def approve_shutdown(ws: Workspace, team: str, name: str, request_id: str, *, re
                 return
             wanted = member["desired"] != "stopped"
             member["desired"] = Desired.STOPPED
-            moved[0] = transition(member, Status.STOPPING, Writer.MEMBER)
-            if wanted or moved[0] is not None:
-                roster.save(ws, team, config)
+            if transition(member, Status.STOPPING, Writer.MEMBER) is not None or wanted:
+                roster.save(ws, team, config)  # and journals the move
 
         requests.answer(ws, team, request_id, True, reason=reason, expect_kind="shutdown",
                         before_write=stop_first)
         inbox.deliver(ws, team, [msg])
-    journal(ws, team, name, moved[0])
     return msg
 
 
@@ -231,10 +227,8 @@ def stop(ws: Workspace, team: str, name: str) -> Json:
     with roster.locked(ws, team) as config:
         member = roster.get(config, name)
         member["desired"] = Desired.STOPPED
-        change = None
         if not roster.is_live(member) and pidfile.running(ws) is None:
-            change = transition(member, Status.SHUTDOWN, Writer.CONTROL)
-        journal(ws, team, name, change)
+            transition(member, Status.SHUTDOWN, Writer.CONTROL)
         result = dict(member)
     if result["status"] == "shutdown":
         release_tasks(ws, team, name)
@@ -259,7 +253,7 @@ def _request_start(ws: Workspace, team: str, member: Member | Json, supervised: 
     # with a supervisor running the status is its to write (it forks the member now)
     if not roster.is_live(member) and not supervised \
             and member["status"] in (*policy.GONE, "backoff"):
-        journal(ws, team, member["name"], transition(member, Status.PENDING, Writer.CONTROL))
+        transition(member, Status.PENDING, Writer.CONTROL)
 
 
 def restart_all(ws: Workspace, team: str, *, only_stopped: bool = False) -> list[str]:

@@ -15,7 +15,7 @@ import logging
 import os
 from typing import TYPE_CHECKING
 
-from teamd import board, files, inbox
+from teamd import board, files, inbox, wake
 from teamd.errors import TeamdError
 from teamd.files import Json
 
@@ -37,14 +37,6 @@ class Intake:
         self.inbox_path = member.ws.inbox(member.team, member.name)
         self.floor = 0
 
-    def has_mail(self) -> bool:
-        """Has anything landed in the inbox? A line is one write under the lock, so a size
-        of 0 means no line yet: no need for the lock to know."""
-        try:
-            return self.inbox_path.stat().st_size != 0
-        except FileNotFoundError:
-            return False
-
     def take(self, hide: tuple[str, ...] = (), tasks: bool = False) -> list[Json]:
         """Drain the inbox into the session (recorded and fsynced before the cut): at most
         BATCH_MESSAGES messages or MAX_CONTENT of content since the model last answered,
@@ -59,7 +51,7 @@ class Intake:
         the session cannot be written nothing is taken: it waits (see `session_stuck`) and
         tries again."""
         m = self.m
-        if not self.has_mail():
+        if not wake.has_mail(self.inbox_path):
             # A line landing right after this is taken at the next check, as if it had
             # landed after the drain.
             return []

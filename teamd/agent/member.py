@@ -40,7 +40,6 @@ from teamd.states import Status
 log = logging.getLogger(__name__)
 
 IDLE_HOOK_TURNS = 3  # <hook-feedback> turns in a row before a teammate goes idle anyway
-PLAN_ANSWER_GRACE = 30.0  # s: an answer recorded this long ago whose message never came
 
 
 class Member:
@@ -164,9 +163,9 @@ class Member:
                 new = []  # they stay in the inbox, taken in with the next call
             else:
                 new = self.intake.take(hide=("shutdown_request",), tasks=True)
-            asks = [m for m in new if m["type"] == "shutdown_request"]
+            asks = self.shutdowns.note(new)
             if asks:
-                return self.shutdowns.approve(asks[0]["request_id"], "idle")
+                return self.shutdowns.approve(asks[0], "idle")
             if new:
                 return None
             now = time.monotonic()
@@ -205,7 +204,7 @@ class Member:
         holds is such notices and the team is not quiet. Meanwhile the roster is watched
         too, so the last teammate to settle wakes it."""
         self.waits.watch_roster = True  # armed before the checks: a change after them wakes
-        if not self.intake.has_mail():
+        if not wake.has_mail(self.intake.inbox_path):
             return False
         conf = settings.load_or_keep(self.ws, self.conf)
         waiting = inbox.peek(self.ws, self.team, self.name)
@@ -297,22 +296,3 @@ class Member:
                 self.waits.wait_on(watcher, left)
         finally:
             self.standing.set_status(Status.ACTIVE)
-
-    def plan_pending(self) -> bool:
-        """A plan of this member's awaits the lead: it claims nothing meanwhile (§6).
-
-        Pending as the member knows it: an answer is recorded before its message is
-        appended, so a claim made in between would reach the model in the same turn as a
-        rejection it has not read yet. An answered plan counts as pending until its
-        answer is in the session (or, should that message never come, for
-        PLAN_ANSWER_GRACE seconds)."""
-        if not self.toolbox.plan_mode_required:
-            return False
-        seen = {m.get("request_id") for r in self.session.records if r["type"] == "inbox"
-                for m in r["messages"] if m["type"] == "plan_approval_response"}
-        now = time.time()
-        return any(r["kind"] == "plan_approval" and r["sender"] == self.name
-                   and (r.get("created_at") or 0) >= (self.toolbox.joined_at or 0) and (
-            r["status"] == "pending" or (r["request_id"] not in seen and now - float(
-                r.get("resolved_at") or 0) < PLAN_ANSWER_GRACE))
-            for r in requests.list_requests(self.ws, self.team))

@@ -440,7 +440,7 @@ def preload() -> None:
     import gc
 
     # the teammate's whole import graph; the loop imports this module, so this lazy import
-    # is the one import cycle allowed (tests/test_imports.py)
+    # is the one import cycle allowed (tests/project/test_imports.py)
     import teamd.agent.loop  # noqa: F401
 
     warm_up()

@@ -12,7 +12,7 @@ import logging
 import os
 from typing import TYPE_CHECKING
 
-from teamd import actions, inbox, requests, roster, states
+from teamd import actions, inbox, requests, roster, states, wake
 from teamd.errors import TeamdError
 from teamd.files import Json
 from teamd.proc import EXIT_SHUTDOWN
@@ -59,10 +59,12 @@ class Shutdowns:
                 continue
         return pending
 
-    def note(self, messages: list[Json]) -> None:
-        """Remember the shutdown requests among messages taken in."""
-        self.asks.extend(msg["request_id"] for msg in messages
-                         if msg["type"] == "shutdown_request" and msg.get("request_id"))
+    def note(self, messages: list[Json]) -> list[str]:
+        """Remember the shutdown requests among messages taken in; their ids."""
+        found = [msg["request_id"] for msg in messages
+                 if msg["type"] == "shutdown_request" and msg.get("request_id")]
+        self.asks.extend(found)
+        return found
 
     def pending(self) -> str | None:
         """The first request taken in that nobody has answered yet."""
@@ -83,7 +85,7 @@ class Shutdowns:
 
     def inbox_has_request(self) -> bool:
         m = self.m
-        if not m.intake.has_mail():
+        if not wake.has_mail(m.intake.inbox_path):
             return False
         return any(msg["type"] == "shutdown_request"
                    for msg in inbox.peek(m.ws, m.team, m.name))
@@ -104,12 +106,11 @@ class Shutdowns:
         refused as answered already), then exit 0."""
         m = self.m
 
-        def change(config: Json) -> states.Move | None:
+        def change(config: Json) -> None:
             member = roster.find(config, m.name)
-            if member is None or member.get("pid") != os.getpid():
-                return None
-            member["desired"] = Desired.STOPPED
-            return states.transition(member, Status.STOPPING, Writer.MEMBER)
+            if member is not None and member.get("pid") == os.getpid():
+                member["desired"] = Desired.STOPPED
+                states.transition(member, Status.STOPPING, Writer.MEMBER)
 
-        states.journal(m.ws, m.team, m.name, roster.update(m.ws, m.team, change))
+        roster.update(m.ws, m.team, change)
         return EXIT_SHUTDOWN

@@ -93,16 +93,15 @@ class Standing:
         current = self.current_task()
         charged = False
 
-        def change(entry: Json) -> states.Move | None:
+        def change(entry: Json) -> None:
             nonlocal charged
             if cost_add:  # spent, whoever holds the roster entry now
                 budget.charge(m.ws, m.team, cost_add)  # lock order: status → spend
                 charged = True
             if entry.get("pid") != os.getpid():
-                return None  # not ours any more (CONTRACT §4): write nothing
-            moved = None
+                return  # not ours any more (CONTRACT §4): write nothing
             if "status" in changes:
-                moved = states.transition(entry, changes["status"], Writer.MEMBER)
+                states.transition(entry, changes["status"], Writer.MEMBER)
             if self.error_of_last_run:
                 entry["last_error"] = None  # up and running again: that trouble has cleared
             for key in ("last_error",):
@@ -115,10 +114,9 @@ class Standing:
                 if cost_add is not None:
                     total["cost_usd"] = prices.add(total.get("cost_usd"), cost_add)
             entry["current_task"] = current
-            return moved
 
         try:
-            moved = roster.update_status(m.ws, m.team, m.name, change)
+            roster.update_status(m.ws, m.team, m.name, change)
             if cost_add and not charged:  # removed from the roster meanwhile: still spent
                 budget.charge(m.ws, m.team, cost_add)
         except BadInput:
@@ -131,4 +129,3 @@ class Standing:
         self.error_of_last_run = False
         if "status" in changes:
             self.status = changes["status"]
-        states.journal(m.ws, m.team, m.name, moved)

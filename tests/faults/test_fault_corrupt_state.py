@@ -3,9 +3,9 @@ whatever a person, an editor or a broken disk leaves in a file, it is moved asid
 skipped, reported, nothing crashes, and `teamctl` names the file.
 
 Also proven elsewhere: bad inbox lines (not JSON, over 1 MiB, content over 256 KiB, unknown
-type, duplicate id) never reach the model (tests/test_hostile_disk.py:
+type, duplicate id) never reach the model (tests/e2e/test_hostile_disk.py:
 test_bad_lines_in_a_teammates_inbox_never_reach_the_model); a hand-broken task file does not
-stop the supervisor nor the other teams (tests/test_supervisor_robust.py)."""
+stop the supervisor nor the other teams (tests/e2e/test_supervisor_robust.py)."""
 
 from __future__ import annotations
 

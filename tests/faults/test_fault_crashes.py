@@ -4,7 +4,7 @@ drain, a compaction, and between a claim and its session record; kill -9 of `tea
 mid-work; SIGSTOP past a model call's length. After each: every message shown exactly once,
 no task owned twice or lost, statuses true, nothing outside the supervisor's tree.
 
-A kill during a permission wait: tests/test_permissions_e2e.py
+A kill during a permission wait: tests/e2e/test_permissions_e2e.py
 (test_kill_while_waiting_then_approve_runs_exactly_once and the test after it)."""
 
 from __future__ import annotations

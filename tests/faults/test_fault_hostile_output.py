@@ -1,7 +1,7 @@
 """Hostile model output (CONTRACT §3, §8): whatever the model asks for, each call is refused
 or bounded and the teammate is unharmed — same process, no restart, and it answers the next
 message. `../`, a symlinked folder and `edit_file` through a link are in
-tests/test_agent_e2e.py (test_file_tools_refuse_escapes); here the rest, all in one turn."""
+tests/e2e/test_agent_e2e.py (test_file_tools_refuse_escapes); here the rest, all in one turn."""
 
 from __future__ import annotations
 

@@ -3,7 +3,7 @@ retry (the requests are counted against the back-off they should follow), status
 while it waits, and the work resumes, each message shown once.
 
 Also proven elsewhere: a 429/529 burst with `retry-after` and the root backing off together
-(tests/test_api_retries.py: test_a_burst_of_429_and_529_is_retried_by_the_harness,
+(tests/e2e/test_api_retries.py: test_a_burst_of_429_and_529_is_retried_by_the_harness,
 test_a_second_member_does_not_send_while_the_root_is_rate_limited), a `retry-after` of an
 hour capped at `retry_max_wait` (…_waits_retry_max_wait_in_the_open_and_a_shutdown_ends_it),
 a response that never ends (test_a_response_that_never_ends_is_cut_after_api_timeout), an

@@ -4,7 +4,7 @@ a fork it has no room to record (a file-size limit, a full disk) is stopped and 
 held back, never `failed` for want of space (issue 26).
 
 A full filesystem during sends, session appends, task writes and forks:
-tests/test_hostile_disk.py (test_teamctl_on_a_full_disk_says_one_line_and_leaves_nothing_torn,
+tests/e2e/test_hostile_disk.py (test_teamctl_on_a_full_disk_says_one_line_and_leaves_nothing_torn,
 test_a_full_disk_neither_fork_loops_the_supervisor_nor_fails_a_member,
 test_a_teammate_that_cannot_write_its_session_makes_no_call_until_it_can). 200 members in
 one team: tests/faults/test_fault_soak.py (`-m soak`: it takes minutes on 2 cores)."""

@@ -2,7 +2,7 @@
 in teamd's environment ends up in no file under the root, no event, no log line, no hook's
 or tool's environment; every file is 0600 and every folder 0700 under umask 000.
 
-The same modes for a tour of every `teamctl` command: tests/test_permissions.py."""
+The same modes for a tour of every `teamctl` command: tests/unit/test_permissions.py."""
 
 from __future__ import annotations
 

@@ -12,7 +12,7 @@ import pytest
 
 from tests.helpers_proc import clean_env, teamctl
 
-HELPER = Path(__file__).with_name("helpers_proc.py")
+HELPER = Path(__file__).resolve().parents[1] / "helpers_proc.py"
 
 
 def modes_under(root: Path) -> dict[str, tuple[str, int]]:

@@ -14,7 +14,7 @@ import pytest
 
 from bench.suite import BENCHMARKS
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 # rows the table gives a baseline measured in the same run
 WITH_BASELINE = ("delivery", "spawn", "pss", "uss", "memory_total", "cpu", "append_fsync_on",
                  "append_fsync_off", "claims", "cli_list", "cli_send", "cache_share",

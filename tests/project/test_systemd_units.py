@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-UNIT_DIR = Path(__file__).resolve().parent.parent / "systemd"
+UNIT_DIR = Path(__file__).resolve().parents[2] / "systemd"
 UNITS = sorted(UNIT_DIR.glob("*.service"))
 DEFAULT_STOP_TIMEOUT = 20  # CONTRACT.md section 10
 SYSTEMD_ANALYZE = shutil.which("systemd-analyze")

@@ -29,7 +29,7 @@ from tests.harness import (
 from tests.helpers_proc import TEAMCTL, clean_env, teamctl
 
 TEAM = "shop"
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture

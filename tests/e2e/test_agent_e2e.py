@@ -396,7 +396,7 @@ def test_compaction_keeps_identity(ws: Workspace, server: ScriptedServer,
     assert "BIG-CTX-aa01" in transcript.read_text()
 
 
-# -- 9. API faults: tests/test_api_retries.py -----------------------------------------
+# -- 9. API faults: tests/e2e/test_api_retries.py -----------------------------------------
 
 
 # -- 10. file tools stay inside the working directory ------------------------------------

@@ -19,7 +19,7 @@ import pytest
 
 from teamd.scripted import Scenario, ScriptedServer, parse_identity
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 MODEL = "claude-scripted-test"
 
 

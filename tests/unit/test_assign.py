@@ -1,6 +1,6 @@
 """Assignment rules on their own (CONTRACT §5 "Assignment"): the board index teamd keeps
 and the (task, member) pairs it chooses, as pure functions of the members and the board.
-End to end (real teamd, real members): tests/test_assign_e2e.py."""
+End to end (real teamd, real members): tests/e2e/test_assign_e2e.py."""
 
 from __future__ import annotations
 

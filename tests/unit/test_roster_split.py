@@ -29,7 +29,7 @@ from teamd.states import Status, Writer, transition
 from tests.helpers_proc import clean_env, teamctl
 
 TEAM = "crew"
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture

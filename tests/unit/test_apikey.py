@@ -1,6 +1,6 @@
 """teamd.apikey and the non-dumpable processes (CONTRACT §8, §10): what `api_key_file` may
 name, and a member that is not root still raising its oom_score_adj once non-dumpable.
-The end-to-end story (no key in any /proc/*/environ) is tests/test_key_e2e.py."""
+The end-to-end story (no key in any /proc/*/environ) is tests/e2e/test_key_e2e.py."""
 
 from __future__ import annotations
 

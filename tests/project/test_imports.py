@@ -15,7 +15,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("teamd", "teamctl")
 
 #: the one lazy import a cycle may go through: the supervisor's preload. `teamd run` imports

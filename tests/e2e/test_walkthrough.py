@@ -20,7 +20,7 @@ from teamd.layout import Workspace
 from tests.harness import Reader, wait_until
 from tests.helpers_proc import clean_env
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 README_PORT = "8765"
 
 

@@ -1,7 +1,7 @@
 """Every stop reason of CONTRACT.md section 6 ("Today's models"), one scenario each, end to
 end: a real `teamd run`, a real member, the real SDK over HTTP to the scripted server (with
 thinking on, as today's default model has it). What each asks of the loop, as a table, is
-tests/test_stops.py."""
+tests/unit/test_stops.py."""
 
 from __future__ import annotations
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from teamd import actions, board, events, inbox, requests, roster
+from teamd import actions, assign, board, events, inbox, requests, roster
 from teamd.errors import BadInput
 from teamd.layout import Workspace
 from teamd.scripted import ScriptedServer
@@ -125,24 +125,29 @@ def test_mark_leaves_a_restarted_member_alone(team: Workspace) -> None:
             if r["event"] == "status" and r.get("to") == "shutdown"] == ["bob"]
 
 
-def test_a_plan_answer_not_yet_read_still_counts_as_pending(team: Workspace) -> None:
-    """A plan-mode member claims nothing while its plan is pending (§6). The lead records
-    its answer before appending the message: in between, the member must still count the
-    plan as pending, or it claims a task and meets the rejection in the same turn."""
-    from teamd.agent.loop import Member
-
+def test_a_plan_answer_not_yet_read_still_holds_tasks_back(team: Workspace) -> None:
+    """teamd hands a plan-mode member no task while its plan is pending (§6), nor while its
+    latest plan was rejected: the lead records its answer before appending the message,
+    and a task sent in between would reach the model in the same turn as a rejection it
+    has not read yet. Only a plan approved since it joined lets tasks through."""
     actions.spawn(team, TEAM, "planner", "plan first", plan_mode=True)
-    planner = Member(team, TEAM, "planner")
-    assert not planner.plan_pending()
+
+    def held_back() -> bool:
+        return assign.plan_pending(team, TEAM, roster.get(roster.load(team, TEAM), "planner"))
+
+    assert not held_back()
     plan = actions.send(team, TEAM, "lead", "my plan", type_="plan_approval_request",
                         sender="planner")
-    assert planner.plan_pending()
+    assert held_back()
     # the state between the lead's two writes: the record answered, no message yet
     requests.answer(team, TEAM, plan["request_id"], False, feedback="add tests")
-    assert planner.plan_pending()
+    assert held_back()
     answer = inbox.make("plan_approval_response", "lead", "planner", "add tests",
                         request_id=plan["request_id"], approve=False, feedback="add tests")
     inbox.deliver(team, TEAM, [answer])
-    assert planner.plan_pending()  # landed, not read yet
-    assert [m["id"] for m in planner.intake.take()] == [answer["id"]]
-    assert not planner.plan_pending()
+    assert held_back()  # landed, and the plan still to revise
+    again = actions.send(team, TEAM, "lead", "my plan, with tests",
+                         type_="plan_approval_request", sender="planner")
+    assert held_back()
+    requests.answer(team, TEAM, again["request_id"], True)
+    assert not held_back()

@@ -141,7 +141,7 @@ def test_settings_rules_reach_decide(ws: Workspace, tmp_path: Path) -> None:
 
 
 # -- the README's worked example, as written -----------------------------------------------
-DOCS = Path(__file__).resolve().parent.parent / "docs" / "permissions.md"
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "permissions.md"
 
 
 def test_the_worked_example_does_what_the_docs_say(

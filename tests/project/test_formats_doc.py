@@ -11,7 +11,7 @@ from pathlib import Path
 
 from teamd import inbox, roster, settings
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 DOC = (REPO / "docs" / "formats.md").read_text()
 SOURCES = [p for d in ("teamd", "teamctl") for p in (REPO / d).rglob("*.py")]
 

@@ -1,6 +1,6 @@
 """What a reply's stop reason asks of the teammate's loop (CONTRACT.md section 6, "Today's
 models"), and each model's size (`teamd.model_limits`). The loop doing it, end to end, is
-tests/test_stop_reasons_e2e.py."""
+tests/e2e/test_stop_reasons_e2e.py."""
 
 from __future__ import annotations
 

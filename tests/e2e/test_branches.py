@@ -17,7 +17,7 @@ from teamd.scripted import ScriptedServer
 from tests.gitrepo import branches, git, head, make_repo
 from tests.harness import T, running_teamd, tool_use, wait_until
 from tests.helpers_proc import ctl, teamctl_text
-from tests.test_worktrees import completed_by, snapshot
+from tests.unit.test_worktrees import completed_by, snapshot
 
 TEAM = "crew"
 

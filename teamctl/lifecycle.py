@@ -2,7 +2,7 @@
 coming and going (CONTRACT §6, §9).
 
 Registered on the app by teamctl.cli. Each command parses its arguments and prints; the
-sequences and their waits are `teamd.protocols`' (the lead's tools use them too), what
+sequences and their waits are `teamd.protocols`' (the library, not the CLI), what
 they write is `teamd.actions`'.
 """
 

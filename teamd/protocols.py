@@ -1,5 +1,7 @@
 """The protocol sequences that wait: `shutdown --wait`, `stop --force`, `down --wait`,
-`remove` and `delete` (CONTRACT §6, §9), for `teamctl` and the lead's tools alike.
+`remove` and `delete` (CONTRACT §6, §9). `teamctl` runs them; they live in the library so
+that no sequence is written twice: the steps they wait on are `teamd.actions`' (the lead's
+`TeamDelete` starts the same deletion, `actions.delete_team`, and does not wait).
 
 Each one starts with an action (`teamd.actions`), then waits on the team's files (inotify,
 re-checked twice a second: a process exit touches no file) until the outcome is known or

@@ -112,6 +112,7 @@ def test_send_delivers_and_journals(ws: Workspace, team: str) -> None:
     ("alice", {"sender": "ghost"}, "unknown sender"),
     ("alice", {"sender": "alice"}, "oneself"),
     ("lead", {}, "oneself"),
+    ("lead", {"type_": "shutdown_request", "reason": "r"}, "oneself"),
     ("alice", {"type_": "gossip"}, "unknown message type"),
     ("alice", {"request_id": "x-1"}, "do not apply"),
     ("lead", {"type_": "member_failed", "sender": "alice"}, "teamd only"),

@@ -1,6 +1,6 @@
 """teamd.protocols and teamd.pgroup: the waiting sequences and the process-group runner,
-called as the library (what the lead's tools and teamctl share), on real files and real
-processes."""
+called as the library (what teamctl runs, beside the actions the lead's tools share), on
+real files and real processes."""
 
 from __future__ import annotations
 

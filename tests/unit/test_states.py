@@ -98,6 +98,50 @@ def test_the_member_moves_only_while_its_process_runs() -> None:
         assert sources == ANY
 
 
+#: the moves CONTRACT §4 has each writer make, written out by hand (not derived from
+#: TABLE): the edges the product cannot do without
+CONTRACT_MOVES = [
+    # teamd: a fork, a sleep, a crash, the crash-loop limit, a stop, its own stop
+    (Writer.TEAMD, "pending", "starting"), (Writer.TEAMD, "idle", "sleeping"),
+    (Writer.TEAMD, "sleeping", "starting"), (Writer.TEAMD, "active", "backoff"),
+    (Writer.TEAMD, "backoff", "starting"), (Writer.TEAMD, "backoff", "failed"),
+    (Writer.TEAMD, "stopping", "shutdown"), (Writer.TEAMD, "idle", "pending"),
+    (Writer.TEAMD, "failed", "starting"), (Writer.TEAMD, "starting", "backoff"),
+    # the teammate itself, while its process runs
+    (Writer.MEMBER, "starting", "active"), (Writer.MEMBER, "starting", "idle"),
+    (Writer.MEMBER, "active", "idle"), (Writer.MEMBER, "idle", "active"),
+    (Writer.MEMBER, "active", "waiting"), (Writer.MEMBER, "waiting", "active"),
+    (Writer.MEMBER, "active", "paused"), (Writer.MEMBER, "paused", "active"),
+    (Writer.MEMBER, "idle", "stopping"), (Writer.MEMBER, "starting", "stopping"),
+    (Writer.MEMBER, "paused", "stopping"), (Writer.MEMBER, "waiting", "stopping"),
+    # teamctl and the lead's tools: a shutdown answered for a member with no process, and
+    # a restart with no supervisor running
+    (Writer.CONTROL, "sleeping", "shutdown"), (Writer.CONTROL, "backoff", "shutdown"),
+    (Writer.CONTROL, "pending", "shutdown"), (Writer.CONTROL, "failed", "shutdown"),
+    (Writer.CONTROL, "failed", "pending"), (Writer.CONTROL, "shutdown", "pending"),
+    (Writer.CONTROL, "backoff", "pending"),
+]
+
+
+@pytest.mark.parametrize(("writer", "before", "after"), CONTRACT_MOVES)
+def test_the_contracts_moves_are_in_the_table(writer: Writer, before: str, after: str
+                                              ) -> None:
+    member: Json = {"name": "alice", "status": before}
+    assert transition(member, Status(after), writer) == Move(before, Status(after))
+
+
+@pytest.mark.parametrize("writer", list(Writer))
+@pytest.mark.parametrize("before", ["bogus", None, ""])
+def test_a_status_no_teamd_writes_is_replaced_never_a_dead_end(writer: Writer,
+                                                              before: str | None) -> None:
+    """A hand edit, a missing field or another version's word: whoever may write the next
+    status replaces it (a refusal here made teamd fork and abort a member in a loop)."""
+    for after in TABLE[writer]:
+        member: Json = {"name": "alice", "status": before}
+        assert transition(member, after, writer) == Move(str(before), after)
+        assert member["status"] == after
+
+
 def test_the_strings_on_disk_are_the_contracts() -> None:
     assert roster.STATUSES == ("pending", "starting", "active", "idle", "waiting", "paused",
                                "sleeping", "stopping", "shutdown", "backoff", "failed")

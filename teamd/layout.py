@@ -10,9 +10,14 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from teamd.errors import BadInput
+
+if TYPE_CHECKING:
+    from teamd.store.api import Store
 
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,47}$")
 LEAD = "lead"
@@ -52,6 +57,13 @@ def resolve_root(root: str | os.PathLike[str] | None = None) -> Path:
 @dataclass(frozen=True)
 class Workspace:
     root: Path
+
+    @cached_property
+    def store(self) -> Store:
+        """Where this root's records live (CONTRACT §15): the files under `.teams/` and
+        `.tasks/` unless configured otherwise."""
+        from teamd.store import open_store  # the store imports layout: not at module level
+        return open_store(self.root)
 
     @classmethod
     def at(cls, root: str | os.PathLike[str] | None = None) -> Workspace:

@@ -224,7 +224,8 @@ def _one_team(w: Workspace, team: str, who: list[str], printer: _Printer,
         bad += 1  # skipped; said once at the end
 
     try:
-        for rec in events.stream(path, match=keeps(team, who), last=lines, since=start,
+        for rec in events.stream(w, team, archive=None if archive is None else str(archive),
+                                 match=keeps(team, who), last=lines, since=start,
                                  follow=following, history=history, on_bad=unreadable):
             printer.show(team, rec)
             if following:
@@ -233,7 +234,8 @@ def _one_team(w: Workspace, team: str, who: list[str], printer: _Printer,
         return  # Ctrl-C ends a follow: exit 0
     finally:
         if bad:
-            print(f"teamctl: skipped {bad} unreadable line(s) in {path} (or its rotated "
+            where = w.store.describe_journal(team, None if archive is None else str(archive))
+            print(f"teamctl: skipped {bad} unreadable line(s) in {where} (or its rotated "
                   "files)", file=sys.stderr)
     if following:
         _deleted(team, printer)
@@ -261,7 +263,7 @@ def _every_team(w: Workspace, printer: _Printer,
         def records(caught_up: Callable[[], None]) -> Iterator[Json]:
             def unreadable(_line: bytes) -> None:
                 bad[team] = bad.get(team, 0) + 1
-            return events.stream(w.events(team), match=keeps(team, []), last=lines,
+            return events.stream(w, team, match=keeps(team, []), last=lines,
                                  since=start, follow=follow, history=history,
                                  on_bad=unreadable, on_caught_up=caught_up)
         return records
@@ -291,7 +293,8 @@ def _every_team(w: Workspace, printer: _Printer,
         return  # Ctrl-C ends a follow: exit 0
     finally:
         for team, count in bad.items():
-            print(f"teamctl: skipped {count} unreadable line(s) in {w.events(team)} (or its "
+            print(f"teamctl: skipped {count} unreadable line(s) in "
+                  f"{w.store.describe_journal(team)} (or its "
                   "rotated files)", file=sys.stderr)
 
 
@@ -337,7 +340,7 @@ def _show_transcript(team: str, name: str, lines: int | None, follow: bool) -> N
     sys.stdout.flush()
     seen = sum(1 for r in records if r.get("type") != "turn")
     try:
-        for rec in tr.follow(session, folder, seen):
+        for rec in w.store.follow_session(team, name, skip=seen):
             for line in tr.render(renderer, rec):
                 print(line)
             sys.stdout.flush()

@@ -13,9 +13,8 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import re
-from collections.abc import Callable, Generator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -224,47 +223,3 @@ def render(renderer: Renderer, rec: Json) -> list[str]:
     if rec.get("type") == "turn":
         return renderer.turn(rec.get("turn") or {})
     return renderer.record(rec)
-
-
-def follow(path: Path, team_dir: Path, shown: int, poll: float = 1.0
-           ) -> Generator[Json, None, None]:
-    """Session records past the first `shown`, as they are appended; ends when the team's
-    folder is gone. A session file replaced (rewritten with a bad line set aside) is read
-    again, skipping the records already shown; one not there yet is waited for."""
-    from teamd.watch import Watcher
-
-    with Watcher([p for p in (team_dir, path.parent) if p.is_dir()]) as watcher:
-        fd: int | None = None
-        offset = count = 0
-        try:
-            while True:
-                ino = files.inode(path)
-                if fd is not None:
-                    size = os.fstat(fd).st_size
-                    data = os.pread(fd, size - offset, offset) if size > offset else b""
-                    cut = data.rfind(b"\n") + 1  # a torn tail waits for its newline
-                    offset += cut
-                    for rec in files.parse_lines(data[:cut]).records:
-                        count += 1
-                        if count > shown:
-                            yield rec
-                if ino is not None and (fd is None or os.fstat(fd).st_ino != ino):
-                    if fd is not None:
-                        os.close(fd)
-                    fd = _open(path)
-                    shown, offset, count = max(shown, count), 0, 0
-                    watcher.add(path.parent)  # sessions/ may be new
-                    continue
-                if not team_dir.is_dir():
-                    return
-                watcher.wait(poll)
-        finally:
-            if fd is not None:
-                os.close(fd)
-
-
-def _open(path: Path) -> int | None:
-    try:
-        return os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    except FileNotFoundError:
-        return None

@@ -25,7 +25,7 @@ from teamd.errors import BadInput
 from teamd.files import Json
 from teamd.layout import LEAD, SUPERVISOR, Workspace
 from teamd.policy import AWAITING_WORK
-from teamd.wake import SETTLE, has_mail
+from teamd.wake import SETTLE
 
 log = logging.getLogger(__name__)
 
@@ -383,7 +383,7 @@ class Boards:
         elif reload:
             assigner.index = BoardIndex.load(self.ws, team)
         now = time.time()
-        due = assigner.observe(members, now, lambda n: has_mail(self.ws.inbox(team, n)))
+        due = assigner.observe(members, now, lambda n: self.ws.store.has_mail(team, n))
         by_name = {m["name"]: m for m in members}
         sent: set[str] = set()
         for task_id, name, claimed_at in assigner.untold(members):
@@ -398,7 +398,7 @@ class Boards:
             assigner.told.add((task_id, name, claimed_at))
         pairs = assigner.choose(members, live,
                                 lambda n: plan_pending(self.ws, team, by_name[n]),
-                                lambda n: n in woken or has_mail(self.ws.inbox(team, n)))
+                                lambda n: n in woken or self.ws.store.has_mail(team, n))
         for task_id, name in pairs:
             try:
                 claimed = board.claim(self.ws, team, name, task_id=task_id)

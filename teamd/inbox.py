@@ -1,4 +1,5 @@
-"""Messages and inboxes: `.teams/{team}/{name}_inbox.jsonl` (CONTRACT.md section 3).
+"""Messages and inboxes (CONTRACT.md section 3): what a message is, and how it is sent and
+taken. The inbox's records are the store's (`ws.store.deliver`, `peek`, `take`).
 
 Appending is the send. An inbox holds only what its owner has not yet taken in; draining
 hands the messages to the consumer, which records them durably, before the inbox is cut.
@@ -95,7 +96,7 @@ def deliver(ws: Workspace, team: str, messages: Sequence[Message]) -> None:
     """Append each message to its recipient's inbox (one locked, fsynced write each),
     then journal them: one `message` event per distinct id (a broadcast is one event)."""
     for msg in messages:
-        files.append_jsonl(ws.inbox(team, msg["recipient"]), [msg], durable=True)
+        ws.store.deliver(team, msg["recipient"], [cast(Json, msg)])
     seen: set[str] = set()
     records = []
     for msg in messages:
@@ -175,14 +176,7 @@ def judge() -> linescan.Judge:
 def peek(ws: Workspace, team: str, name: str) -> list[Json]:
     """What is waiting in `name`'s inbox, without taking it. Lines a reader refuses are
     skipped and reported, not moved (only a drain, which holds the lock, moves them)."""
-    path = ws.inbox(team, name)
-    found = linescan.read_lines(path, judge())
-    if found.refused:
-        log.warning("%s: skipping %d line(s) that are not messages (%s); its owner's next "
-                    "read moves them to %s", path, len(found.refused),
-                    ", ".join(sorted({r.reason for r, _ in found.refused})),
-                    files.rejected_path(path).name)
-    return found.taken
+    return ws.store.peek(team, name, judge())
 
 
 def drain(ws: Workspace, team: str, name: str, consume: Callable[[list[Json]], None], *,
@@ -201,7 +195,6 @@ def take(ws: Workspace, team: str, name: str, consume: Callable[[list[Json]], No
     """`drain`, saying also what it refused and how much it left in the inbox. `hold`,
     asked of each message in turn (oldest first), leaves one for a later drain when True
     (never a shutdown_request)."""
-    path = ws.inbox(team, name)
     count = content = 0
     full = False
 
@@ -219,9 +212,9 @@ def take(ws: Workspace, team: str, name: str, consume: Callable[[list[Json]], No
         content += size
         return True
 
-    found = files.drain_lines(path, consume, judge(), take)
+    found = ws.store.take(team, name, consume, judge(), keep=take)
     if found.refused:
-        rel = str(path.relative_to(ws.root)) if path.is_relative_to(ws.root) else str(path)
+        rel = ws.store.describe_inbox(team, name)
         now = time.time()
         records = [{"ts": now, "event": "message_rejected", "member": name, "file": rel,
                     "reason": r.reason, **({"id": r.id} if r.id is not None else {})}
@@ -229,5 +222,5 @@ def take(ws: Workspace, team: str, name: str, consume: Callable[[list[Json]], No
         try:
             events.emit_many(ws, team, records)
         except OSError as exc:  # the lines are aside already; the journal is the lesser loss
-            log.warning("cannot journal %d rejected line(s) of %s: %s", len(records), path, exc)
+            log.warning("cannot journal %d rejected line(s) of %s: %s", len(records), rel, exc)
     return found

@@ -238,7 +238,7 @@ class Supervisor(Exits):
         if team in self.roster_touched:  # a paused member, a lead waiting for quiet
             self.roster_touched.discard(team)
             self.poke_members(team, wake_mod.roster_pokes(
-                quiet_view, live, lambda name: wake_mod.has_mail(self.ws.inbox(team, name))))
+                quiet_view, live, lambda name: self.ws.store.has_mail(team, name)))
         for m in members:
             process = by_member.get(key := (team, m["name"]))
             orphan = roster.process_of(m) if process is None and self.may_run(m) else None
@@ -273,7 +273,7 @@ class Supervisor(Exits):
         """Mail that wakes `member` if it sleeps: any, except that idle notifications
         alone wake a sleeping LLM lead only once the team is quiet (CONTRACT §12); the
         roster change that makes it quiet brings the reconcile that wakes it."""
-        if not wake_mod.has_mail(self.ws.inbox(team, member["name"])):
+        if not self.ws.store.has_mail(team, member["name"]):
             return False  # a stat, not a read: most of a big team sleeps with no mail
         waiting = inbox.peek(self.ws, team, member["name"])
         if member.get("kind") != "lead" or member["status"] != "sleeping":

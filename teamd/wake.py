@@ -21,7 +21,6 @@ import os
 import select
 import stat
 from collections.abc import Callable, Sequence
-from pathlib import Path
 
 from teamd import policy
 from teamd.files import Json
@@ -73,14 +72,6 @@ def close(fd: int | None) -> None:
         os.close(fd)
     except OSError:
         pass
-
-
-def has_mail(inbox_path: Path) -> bool:
-    """Something waits in the inbox (a line is one locked write: size 0 means none)."""
-    try:
-        return inbox_path.stat().st_size > 0
-    except FileNotFoundError:
-        return False
 
 
 def roster_pokes(members: list[Json], live: set[str], lead_has_mail: Callable[[str], bool]

@@ -15,7 +15,7 @@ import json
 import time
 from typing import TYPE_CHECKING
 
-from teamd import events, files
+from teamd import events
 from teamd.agent import context
 from teamd.agent.session import compacted_head
 
@@ -37,10 +37,8 @@ def compact(runtime: BuiltinRuntime) -> bool:
     messages = context.micro_compact(session.messages(member.identity, upto=cut))
     now = time.time()
     stamp = time.strftime("%Y%m%dT%H%M%S", time.localtime(now)) + f".{int(now % 1 * 1e6):06d}"
-    transcript = member.ws.transcripts_dir(member.team) / f"{member.name}-{stamp}.jsonl"
-    files.ensure_dir(transcript.parent)
-    files.atomic_write_bytes(transcript, b"".join(
-        files.dumps_line(m) for m in session.messages(member.identity)))
+    rel = member.ws.store.keep_transcript(member.team, member.name, stamp,
+                                          session.messages(member.identity))
     request = {"type": "text", "text": context.SUMMARY_REQUEST}
     if messages and messages[-1]["role"] == "user":
         ask = [*messages[:-1], {"role": "user", "content": [*messages[-1]["content"], request]}]
@@ -51,7 +49,6 @@ def compact(runtime: BuiltinRuntime) -> bool:
         return False
     summary = "\n".join(b.get("text", "") for b in reply.content
                         if b.get("type") == "text").strip() or "(no summary)"
-    rel = str(transcript.relative_to(member.ws.root))
     session.append({"type": "compaction", "summary": summary, "transcript": rel,
                     "known_ids": sorted(session.known_ids),
                     "claimed_ids": sorted(session.claimed_ids),

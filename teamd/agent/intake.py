@@ -10,12 +10,10 @@ how its input arrives.
 
 from __future__ import annotations
 
-import fcntl
 import logging
-import os
 from typing import TYPE_CHECKING
 
-from teamd import board, files, inbox, wake
+from teamd import board, inbox
 from teamd.errors import TeamdError
 from teamd.files import Json
 
@@ -34,7 +32,6 @@ class Intake:
 
     def __init__(self, member: Member) -> None:
         self.m = member
-        self.inbox_path = member.ws.inbox(member.team, member.name)
         self.floor = 0
 
     def take(self, hide: tuple[str, ...] = (), tasks: bool = False) -> list[Json]:
@@ -51,7 +48,7 @@ class Intake:
         the session cannot be written nothing is taken: it waits (see `session_stuck`) and
         tries again."""
         m = self.m
-        if not wake.has_mail(self.inbox_path):
+        if not self.has_mail():
             # A line landing right after this is taken at the next check, as if it had
             # landed after the drain.
             return []
@@ -160,26 +157,21 @@ class Intake:
             m.standing.update_if_possible(last_error=None)
             return
         delay = min(SESSION_RETRY_MAX, SESSION_RETRY_FIRST * 2 ** min(attempt, 10))
-        where = exc.filename or m.session.path
+        where = exc.filename or m.session.where
         line = (f"cannot record to {where}: {exc.strerror or exc}; no model call until it "
                 f"can, retrying in {delay:g} s")
         log.warning(line)
         m.standing.update_if_possible(last_error=line)
         m.waits.pause(delay)
 
+    def has_mail(self) -> bool:
+        """Something waits in this member's inbox (a cheap look, before every take)."""
+        return self.m.ws.store.has_mail(self.m.team, self.m.name)
+
     def wait_for_sender(self) -> None:
-        """Block in flock until no sender holds the inbox lock. inotify wakes us at the
-        sender's write, before its fsync and unlock; `files.lock` (filelock) would then
-        retry every millisecond, while the kernel hands a blocking flock over at once.
-        The drain right after takes the lock for real (this shared lock is dropped)."""
-        try:
-            fd = os.open(files.lock_path(self.inbox_path), os.O_RDONLY | os.O_CLOEXEC)
-        except FileNotFoundError:
-            return
-        try:
-            fcntl.flock(fd, fcntl.LOCK_SH)
-        finally:
-            os.close(fd)  # releases it
+        """Block until no sender holds the inbox lock. The wake comes at the sender's
+        write, before its fsync and unlock; the take right after takes the lock for real."""
+        self.m.ws.store.wait_unlocked_inbox(self.m.team, self.m.name)
 
 
 def auto_claimed(task: Json) -> str:

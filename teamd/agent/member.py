@@ -71,7 +71,7 @@ class Member:
                                plan_mode_required=bool(member.get("plan_mode_required")),
                                joined_at=member.get("joined_at"),
                                waiter=self.await_permission, conf=self.conf)
-        self.session = Session.load(ws.session(team, name))
+        self.session = Session.load(ws.store, team, name)
         self.intake = Intake(self)
         self.session.when_stuck = self.intake.session_stuck
         self.waits = Waits(self, wake_fd)
@@ -204,7 +204,7 @@ class Member:
         holds is such notices and the team is not quiet. Meanwhile the roster is watched
         too, so the last teammate to settle wakes it."""
         self.waits.watch_roster = True  # armed before the checks: a change after them wakes
-        if not wake.has_mail(self.intake.inbox_path):
+        if not self.intake.has_mail():
             return False
         conf = settings.load_or_keep(self.ws, self.conf)
         waiting = inbox.peek(self.ws, self.team, self.name)

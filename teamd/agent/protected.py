@@ -1,11 +1,11 @@
 """What no rule can open (CONTRACT §11): the files a member's file tools never write or
 edit, whatever the permission rules say.
 
-teamd's own files — `teamd.toml` and everything under `.teams/` and `.tasks/` of the root —
-hold the rules, the roster and the board that bind the model: a model that could rewrite
-them could free itself. Another member's worktree (anything under `.worktrees/` but the
-member's own `.worktrees/{team}/{name}/`) is that member's work. Paths are judged once every
-symlink is resolved; reading them stays allowed.
+teamd's own files — `teamd.toml` and the store's own folders (`.teams/` and `.tasks/` of
+the root, for the files store) — hold the rules, the roster and the board that bind the
+model: a model that could rewrite them could free itself. Another member's worktree
+(anything under `.worktrees/` but the member's own `.worktrees/{team}/{name}/`) is that
+member's work. Paths are judged once every symlink is resolved; reading them stays allowed.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ def check_write(ws: Workspace, team: str, member: str, target: Path) -> None:
     not write for member `member` of `team`."""
     resolved = _real(target)
     if resolved == _real(ws.settings_file) or any(
-            _inside(resolved, _real(d)) for d in (ws.teams_dir, ws.tasks_root)):
+            _inside(resolved, _real(d)) for d in ws.store.own_folders()):
         raise ToolError(f"{OWN_FILES} ({resolved}): the rules, the roster and the board "
                         "change only through the person (teamctl) or the team tools")
     if _inside(resolved, _real(ws.worktrees_root)) and not _inside(

@@ -1,4 +1,4 @@
-"""The teammate's conversation on disk: `.teams/{team}/sessions/{name}.jsonl`.
+"""The teammate's conversation, kept by the store (files: `.teams/{team}/sessions/{name}.jsonl`).
 
 One record per line, appended and fsynced before anything depends on it, so a process
 restarted at any moment rebuilds the same conversation:
@@ -30,11 +30,12 @@ import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from teamd import files
 from teamd.files import Json
+
+if TYPE_CHECKING:
+    from teamd.store.api import Store
 
 INTERRUPTED = "interrupted by a restart; not re-run"
 #: stop reasons of a reply that leaves the turn open (the model goes on after it)
@@ -56,7 +57,12 @@ def render_message(msg: Json) -> str:
 
 @dataclass
 class Session:
-    path: Path
+    """Member `name`'s conversation, kept by `store` (`store.read_session`,
+    `append_session`)."""
+
+    store: Store
+    team: str
+    name: str
     records: list[Json] = field(default_factory=list)
     known_ids: set[str] = field(default_factory=set)
     #: task ids the model was handed with <auto-claimed> (kept across compaction)
@@ -74,14 +80,18 @@ class Session:
         field(default=None, repr=False, compare=False)
 
     @classmethod
-    def load(cls, path: Path) -> Session:
-        found = files.read_jsonl(path)
-        if not found.clean:
-            found = files.rewrite_jsonl(path)  # move a torn tail or bad line aside first
-        session = cls(path)
-        for record in found.records:
+    def load(cls, store: Store, team: str, name: str) -> Session:
+        """The conversation as the member finds it at start; a torn tail or a bad line is
+        moved aside first (only the member itself mends its session)."""
+        session = cls(store, team, name)
+        for record in store.read_session(team, name, mend=True):
             session._take(record)
         return session
+
+    @property
+    def where(self) -> str:
+        """Where the session is kept, as people are shown it."""
+        return self.store.describe_session(self.team, self.name)
 
     def _take(self, record: Json) -> None:
         kind = record.get("type")
@@ -102,13 +112,13 @@ class Session:
 
     def append(self, record: Json, *, wait: bool = True) -> Json:
         """Record one line (fsynced) and take it into the conversation. A failed append
-        leaves no partial line (`files.append_jsonl`); it is retried through `when_stuck`
+        leaves no partial line (`store.append_session`); it is retried through `when_stuck`
         until it goes through, unless `wait` is False (a caller holding another lock)."""
         record.setdefault("ts", time.time())
         attempt = 0
         while True:
             try:
-                files.append_jsonl(self.path, [record], durable=True)
+                self.store.append_session(self.team, self.name, [record])
                 break
             except OSError as exc:
                 if not wait or self.when_stuck is None:

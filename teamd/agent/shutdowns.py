@@ -12,7 +12,7 @@ import logging
 import os
 from typing import TYPE_CHECKING
 
-from teamd import actions, inbox, requests, roster, states, wake
+from teamd import actions, inbox, requests, roster, states
 from teamd.errors import TeamdError
 from teamd.files import Json
 from teamd.proc import EXIT_SHUTDOWN
@@ -85,7 +85,7 @@ class Shutdowns:
 
     def inbox_has_request(self) -> bool:
         m = self.m
-        if not wake.has_mail(m.intake.inbox_path):
+        if not m.intake.has_mail():
             return False
         return any(msg["type"] == "shutdown_request"
                    for msg in inbox.peek(m.ws, m.team, m.name))

@@ -62,7 +62,7 @@ class Waits:
         """The fallback: inotify on the team folder for the inbox (and, while
         `watch_roster`, the roster and the spend); a poll where inotify is missing."""
         m = self.m
-        inbox_file = m.intake.inbox_path.name
+        inbox_file = m.ws.inbox(m.team, m.name).name
         roster_files = (m.ws.config(m.team).name, m.ws.spend(m.team).name)
 
         folders = [m.ws.team_dir(m.team)]

@@ -24,7 +24,7 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any, Protocol
 
-from teamd.linescan import Judge
+from teamd.linescan import Judge, Sorted
 from teamd.store.changes import Change
 
 Json = dict[str, Any]
@@ -79,6 +79,10 @@ class Store(Protocol):
                  tick: float = 0.5) -> Any:
         """check()'s first truthy value, re-checked on every change of `teams` and at least
         every `tick` seconds; falsy at the deadline."""
+
+    def own_folders(self) -> list[Path]:
+        """The local folders that are the store's own (files: `.teams/` and `.tasks/`;
+        none for a database): no file tool of a member may write there (CONTRACT §11)."""
 
     # -- teams (CONTRACT §2, §9 create/delete) -------------------------------------------
     def team_names(self) -> list[str]:
@@ -144,21 +148,29 @@ class Store(Protocol):
 
     # -- inboxes (CONTRACT §3) ---------------------------------------------------------
     def deliver(self, team: str, name: str, messages: Sequence[Json]) -> None:
-        """Append `messages` to `name`'s inbox as one step (all or none)."""
+        """Append `messages` to `name`'s inbox as one durable step (all or none)."""
 
-    def has_mail(self, team: str, name: str) -> bool: ...
+    def has_mail(self, team: str, name: str) -> bool:
+        """Something waits in `name`'s inbox (cheap: on the wake path of every member)."""
 
-    def inbox_size(self, team: str, name: str) -> tuple[int, float] | None:
-        """(size, mtime) of the inbox, a cheap "did it change" (None: no inbox)."""
+    def inbox_mark(self, team: str, name: str) -> tuple[int, int, int] | None:
+        """A cheap token that changes whenever the inbox is written or cut (files: inode,
+        size, mtime in ns); None when there is no inbox."""
 
-    def peek(self, team: str, name: str, judge: Judge) -> list[Json]: ...
+    def describe_inbox(self, team: str, name: str) -> str:
+        """Where `name`'s inbox is, as people are shown it (files: the path from the root)."""
+
+    def peek(self, team: str, name: str, judge: Judge) -> list[Json]:
+        """What waits in the inbox (the lines `judge` accepts), taking and moving nothing:
+        refused lines are skipped and logged (only a take moves them)."""
 
     def take(self, team: str, name: str, consume: Callable[[list[Json]], None],
-             judge: Judge, *, keep: Callable[[Json], bool] | None = None) -> list[Json]:
-        """The exactly-once take: hand the inbox's messages (those `keep` takes) to
-        `consume`, which records them durably, then remove them; refused lines are moved
-        aside. A crash before `consume` returns loses nothing; after it, nothing is taken
-        twice."""
+             judge: Judge, *, keep: Callable[[Json], bool] | None = None) -> Sorted:
+        """The exactly-once take, oldest first: hand the messages `judge` accepts (and
+        `keep` takes: the rest stays for a later take) to `consume`, which records them
+        durably, then remove them; refused lines are moved aside first. If `consume`
+        raises, nothing is removed; after it returns, nothing is taken twice. Returns what
+        was taken, refused and left."""
 
     def wait_unlocked_inbox(self, team: str, name: str) -> None:
         """Block until no sender is mid-write on the inbox (for the taker's quick retry)."""
@@ -183,32 +195,53 @@ class Store(Protocol):
         """Add a rule to the team's "always" list; False if it was there."""
 
     # -- the journal (CONTRACT §7) -----------------------------------------------------
-    def emit(self, team: str, records: Sequence[Json]) -> None:
-        """Append journal lines as one step."""
+    def emit(self, team: str, records: Sequence[Json], *, max_bytes: int, keep: int) -> None:
+        """Append journal lines as one step; nothing when the team is gone. A journal past
+        `max_bytes` is first rotated, keeping `keep` old parts (0: cut in place)."""
 
-    def read_journal(self, team: str) -> list[Json]: ...
+    def read_journal(self, team: str) -> list[Json]:
+        """The journal's current lines, oldest first (rotated parts not included)."""
 
-    def stream_journal(self, team: str | Path, *, match: Callable[[Json], bool] | None = None,
+    def describe_journal(self, team: str, archive: str | None = None) -> str:
+        """Where the journal (of `archive`, one of `archives(team)`) is, as people are
+        shown it."""
+
+    def stream_journal(self, team: str, *, archive: str | None = None,
+                       match: Callable[[Json], bool] | None = None,
                        last: int | None = None, since: float | None = None,
-                       follow: bool = False, stop: Callable[[], bool] | None = None
-                       ) -> Iterator[Json]:
-        """The journal's lines in order (the last `last`, or since `since`), and with
-        `follow` the ones added after, across rotation (`logs -f`)."""
+                       follow: bool = False, history: bool = True, poll: float = 0.5,
+                       stop_at_deletion: bool = True,
+                       on_bad: Callable[[bytes], None] | None = None,
+                       on_caught_up: Callable[[], None] | None = None) -> Iterator[Json]:
+        """The journal's lines in order, rotated parts first, its memory flat: those
+        `match` keeps, not older than `since`, the last `last` of them (or, without
+        `history`, none already there). With `follow`, then the ones added after, across
+        rotation (`logs -f`), ending at `team_deleted` or once the team is gone when
+        `stop_at_deletion`. `archive` (one of `archives(team)`) reads a deleted team's.
+        `on_bad` gets each line that is not a JSON object (skipped); `on_caught_up` is
+        called once, before following."""
 
     # -- sessions and transcripts (CONTRACT §6, §8) -----------------------------------
     def read_session(self, team: str, name: str, *, mend: bool = False) -> list[Json]:
-        """The member's session records; with `mend`, a torn or bad line is moved aside
-        first (only the member itself mends its session)."""
+        """The member's session records, oldest first (none yet: empty); a torn tail or a
+        bad line is skipped, and with `mend` moved aside first (only the member itself
+        mends its session)."""
 
     def append_session(self, team: str, name: str, records: Sequence[Json]) -> None:
-        """Durably append session records (fsynced before anything depends on them)."""
+        """Durably append session records (fsynced before anything depends on them); a
+        failed append leaves nothing of them and raises OSError."""
+
+    def describe_session(self, team: str, name: str) -> str:
+        """Where the member's session is kept, as people are shown it."""
 
     def keep_transcript(self, team: str, name: str, stamp: str, records: Sequence[Json]) -> str:
-        """Keep the conversation a compaction replaced, whole; where it went."""
+        """Keep the conversation a compaction replaced, whole; where it went (what the
+        compaction record and the `compacted` event name)."""
 
-    def follow_session(self, team: str, name: str) -> Iterator[list[Json]]:
-        """New session records as they are appended (`attach`), across the member's
-        restarts."""
+    def follow_session(self, team: str, name: str, *, skip: int = 0, poll: float = 1.0
+                       ) -> Iterator[Json]:
+        """Session records past the first `skip`, as they are appended (`attach`), across
+        the member's restarts and a session mended meanwhile; ends once the team is gone."""
 
     # -- spend (CONTRACT §12) ----------------------------------------------------------
     def read_spend(self, team: str) -> Json | None: ...

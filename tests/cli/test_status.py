@@ -27,6 +27,7 @@ import pytest
 from teamd import actions, board, files, inbox, requests, roster
 from teamd.agent.session import Session
 from teamd.layout import Workspace
+from teamd.store.files.paths import Paths
 from tests.harness import cells, strip
 from tests.helpers_proc import TEAMCTL, clean_env, teamctl
 
@@ -293,14 +294,15 @@ def test_release_clears_current_task_in_the_roster(team: Workspace) -> None:
 
 # -- a shutdown request answered by the harness is never shown to the model -------------
 def test_hidden_inbox_records_are_known_but_never_shown(tmp_path: Path) -> None:
-    path = tmp_path / "s.jsonl"
-    session = Session.load(path)
+    files.ensure_dir(Paths(tmp_path).sessions_dir("crew"))
+    store = Workspace(tmp_path).store
+    session = Session.load(store, "crew", "alice")
     session.append({"type": "user", "content": [{"type": "text", "text": "prompt"}]})
     session.append({"type": "assistant", "content": [{"type": "text", "text": "ok"}]})
     ask = inbox.make("shutdown_request", "lead", "alice", "stop", request_id="shutdown-1",
                      reason="stop")
     session.append({"type": "inbox", "messages": [ask], "hidden": True})
-    again = Session.load(path)
+    again = Session.load(store, "crew", "alice")
     assert ask["id"] in again.known_ids
     assert again.ends_with_reply()  # nothing for the model to answer
     assert "shutdown_request" not in json.dumps(again.messages("I am alice"))

@@ -11,9 +11,10 @@ from typing import Any
 
 import pytest
 
-from teamd import actions, board
+from teamd import actions, board, files
 from teamd.agent.session import Session
 from teamd.layout import Workspace
+from teamd.store.files.paths import Paths
 from teamd.scripted import ScriptedServer
 from tests.harness import journal, member, running_teamd, wait_until
 
@@ -48,17 +49,17 @@ def test_a_claim_the_conversation_never_heard_of_is_taken_up_once(
     told = [r for r in server.requests if r["rule"] == "finish"]
     assert sorted(int(r["last_user_text"].split("#")[1].split(":")[0]) for r in told) == \
         [1, 2], "each task handed to the model exactly once"
-    session = Session.load(ws.session(TEAM, "alice"))
+    session = Session.load(ws.store, TEAM, "alice")
     assert session.claimed_ids == {1, 2}
 
 
 def test_claimed_ids_survive_compaction(tmp_path: Path) -> None:
-    path = tmp_path / "s.jsonl"
-    session = Session(path)
+    files.ensure_dir(Paths(tmp_path).sessions_dir(TEAM))
+    session = Session(Workspace(tmp_path).store, TEAM, "alice")
     session.append({"type": "user", "claimed": 7, "content": [{"type": "text", "text": "x"}]})
     session.append({"type": "compaction", "summary": "s", "known_ids": [],
                     "claimed_ids": sorted(session.claimed_ids)})
-    assert Session.load(path).claimed_ids == {7}
+    assert Session.load(session.store, TEAM, "alice").claimed_ids == {7}
 
 
 def test_a_task_the_model_started_itself_is_not_announced_again(

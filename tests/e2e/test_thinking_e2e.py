@@ -135,7 +135,7 @@ def test_thinking_survives_a_tool_loop_a_kill_a_compaction_and_a_resume(
     # the session keeps them byte for byte too, and the journal says what happened
     session = files.read_jsonl(ws.session(TEAM, "alice")).records
     assert session[-1]["content"][0] == replies["THINK-4 all done"]
-    journal = list(events.stream(ws.events(TEAM)))
+    journal = list(events.stream(ws, TEAM))
     assert [e for e in journal if e["event"] == "compacted"]
     calls = [e for e in journal if e["event"] == "model_call" and e.get("error") is None]
     assert {"THINK-4 all done", "THINK-S what matters"} <= {c.get("thinking") for c in calls}

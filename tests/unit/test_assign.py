@@ -7,10 +7,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from teamd import actions, board
+from teamd import actions, board, files
 from teamd.agent.session import Session
 from teamd.assign import TAKEN_GRACE, Assigner, BoardIndex
 from teamd.layout import Workspace
+from teamd.store.files.paths import Paths
 
 
 def m(name: str, status: str = "sleeping", *, desired: str = "running",
@@ -231,13 +232,14 @@ def test_in_progress_tasks_of_waiting_teammates_are_told_once_one_at_a_time() ->
 def test_the_conversation_knows_when_it_was_handed_a_task(tmp_path: Path) -> None:
     """A re-sent claim (earlier than the record of it) is old news; a claim made after it
     (the task released, then assigned anew) is not (loop.Member.assigned_task)."""
-    path = tmp_path / "s.jsonl"
-    session = Session(path)
+    files.ensure_dir(Paths(tmp_path).sessions_dir("crew"))
+    session = Session(Workspace(tmp_path).store, "crew", "alice")
     assert session.claimed_at(3) is None
     handed = session.append({"type": "user", "claimed": 3, "content": [
         {"type": "text", "text": "<auto-claimed>Task #3: x</auto-claimed>"}]})
     assert session.claimed_at(3) == handed["ts"]
     folded = session.append({"type": "compaction", "summary": "s", "known_ids": [],
                              "claimed_ids": sorted(session.claimed_ids)})
-    assert Session.load(path).claimed_at(3) == folded["ts"] >= handed["ts"]
-    assert Session.load(path).claimed_at(4) is None
+    again = Session.load(session.store, "crew", "alice")
+    assert again.claimed_at(3) == folded["ts"] >= handed["ts"]
+    assert again.claimed_at(4) is None

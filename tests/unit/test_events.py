@@ -173,7 +173,7 @@ def test_a_stream_skips_garbage_and_says_so(ws: Workspace, team: str) -> None:
         fh.write(b"\x00\xff not json\n[1, 2]\n\n")
     events.emit(ws, team, "tick", n=2)
     bad: list[bytes] = []
-    got = [r.get("n") for r in events.stream(ws.events(team), on_bad=bad.append)
+    got = [r.get("n") for r in events.stream(ws, team, on_bad=bad.append)
            if r["event"] == "tick"]
     assert got == [1, 2]
     assert bad == [b"\x00\xff not json", b"[1, 2]"]  # an empty line is no garbage

@@ -12,6 +12,8 @@ import pytest
 from teamd import files
 from teamd.agent.session import INTERRUPTED, Session, compacted_head, render_message
 from teamd.files import Json
+from teamd.layout import Workspace
+from teamd.store.files.paths import Paths
 from tests.harness import file_size_limit
 
 IDENTITY = "You are teammate 'alice' in team 'crew'."
@@ -35,12 +37,21 @@ def result(uid: str, content: str = "ok", is_error: bool = False) -> Json:
                                              "content": content, "is_error": is_error}}
 
 
-def session_at(tmp_path: Path, records: list[Json]) -> Session:
-    path = tmp_path / "alice.jsonl"
-    session = Session.load(path)
+def session_at(tmp_path: Path, records: list[Json], name: str = "alice") -> Session:
+    files.ensure_dir(Paths(tmp_path).sessions_dir("crew"))
+    session = Session.load(Workspace(tmp_path).store, "crew", name)
     for record in records:
         session.append(record)
     return session
+
+
+def reload(s: Session) -> Session:
+    """The session as a restarted process finds it."""
+    return Session.load(s.store, s.team, s.name)
+
+
+def path_of(s: Session) -> Path:
+    return Path(s.where)  # the files store shows a session as its path
 
 
 def roles(messages: list[dict[str, Any]]) -> list[str]:
@@ -50,9 +61,9 @@ def roles(messages: list[dict[str, Any]]) -> list[str]:
 def test_appends_are_durable_lines_and_reload_the_same(tmp_path: Path) -> None:
     s = session_at(tmp_path, [{"type": "user", "content": [text("go")]},
                               {"type": "assistant", "content": [text("ok")]}])
-    lines = s.path.read_bytes().splitlines()
+    lines = path_of(s).read_bytes().splitlines()
     assert len(lines) == 2 and all(json.loads(line)["ts"] for line in lines)
-    again = Session.load(s.path)
+    again = reload(s)
     assert again.records == s.records
     assert again.messages(IDENTITY) == s.messages(IDENTITY)
 
@@ -68,7 +79,7 @@ def test_rebuild_alternates_turns_with_tool_results_first(tmp_path: Path) -> Non
         {"type": "assistant", "content": [text("done")]},
         {"type": "user", "content": [text("<auto-claimed>Task #1: x</auto-claimed>")]},
     ])
-    out = Session.load(s.path).messages(IDENTITY)
+    out = reload(s).messages(IDENTITY)
     assert roles(out) == ["user", "assistant", "user", "assistant", "user"]
     assert out[0]["content"] == [text("the prompt")]
     third = out[2]["content"]
@@ -103,7 +114,7 @@ def test_interrupted_tool_use_is_pending_until_answered(tmp_path: Path) -> None:
         {"type": "assistant", "content": [use("done1"), use("cut2"), use("cut3")]},
         result("done1"),
     ])
-    s = Session.load(s.path)  # as a restarted process finds it
+    s = reload(s)  # as a restarted process finds it
     assert [u["id"] for u in s.pending_tool_uses()] == ["cut2", "cut3"]
     assert not s.ends_with_reply()
     for u in s.pending_tool_uses():
@@ -126,7 +137,7 @@ def test_compaction_record_resets_the_conversation(tmp_path: Path) -> None:
         {"type": "compaction", "summary": "SUMMARY", "transcript": "t/x.jsonl",
          "known_ids": ["m1"], "carry": []},
     ])
-    for session in (s, Session.load(s.path)):
+    for session in (s, reload(s)):
         out = session.messages(IDENTITY)
         assert roles(out) == ["user"]
         head = out[0]["content"][0]["text"]
@@ -150,7 +161,7 @@ def test_compaction_carries_unanswered_input(tmp_path: Path) -> None:
     assert "wake up" not in json.dumps(s.messages(IDENTITY, upto=cut))
     s.append({"type": "compaction", "summary": "S", "transcript": "t", "carry":
               s.records[cut:], "known_ids": sorted(s.known_ids)})
-    for session in (s, Session.load(s.path)):
+    for session in (s, reload(s)):
         out = session.messages(IDENTITY)
         assert roles(out) == ["user"]
         blocks = out[0]["content"]
@@ -192,7 +203,7 @@ def test_a_paused_reply_is_the_last_message_and_goes_on_in_the_same_turn(
     out = s.messages(IDENTITY)
     assert roles(out) == ["user", "assistant"] and out[-1]["content"][0] == thought
     s.append({"type": "assistant", "content": [text("found it")], "stop_reason": "end_turn"})
-    for session in (s, Session.load(s.path)):
+    for session in (s, reload(s)):
         out = session.messages(IDENTITY)
         assert roles(out) == ["user", "assistant"]
         assert out[-1]["content"] == [thought, text("searching"), text("found it")]
@@ -218,45 +229,45 @@ def test_known_ids_survive_compaction(tmp_path: Path) -> None:
          "known_ids": ["m1", "m2"], "carry": []},
         {"type": "inbox", "messages": [msg("m3", "c")]},
     ])
-    assert Session.load(s.path).known_ids == {"m1", "m2", "m3"}
+    assert reload(s).known_ids == {"m1", "m2", "m3"}
     # even when nothing before the compaction record is left to read
-    only = tmp_path / "only.jsonl"
-    only.write_bytes(files.dumps_line(s.records[0]) + files.dumps_line(s.records[1]))
+    only = session_at(tmp_path, [], name="only")
+    path_of(only).write_bytes(files.dumps_line(s.records[0]) + files.dumps_line(s.records[1]))
     assert s.records[0]["type"] == "compaction"
-    assert Session.load(only).known_ids == {"m1", "m2", "m3"}
+    assert reload(only).known_ids == {"m1", "m2", "m3"}
 
 
 def test_torn_tail_is_moved_aside(tmp_path: Path) -> None:
     s = session_at(tmp_path, [{"type": "user", "content": [text("go")]},
                               {"type": "assistant", "content": [text("ok")]}])
-    with open(s.path, "ab") as fh:
+    with open(path_of(s), "ab") as fh:
         fh.write(b'{"type": "inbox", "messages": [{"id": "half')  # died mid-write
-    again = Session.load(s.path)
+    again = reload(s)
     assert [r["type"] for r in again.records] == ["user", "assistant"]
-    assert again.path.read_bytes().endswith(b"\n")
-    rejected = files.read_jsonl(files.rejected_path(s.path)).records
+    assert path_of(again).read_bytes().endswith(b"\n")
+    rejected = files.read_jsonl(files.rejected_path(path_of(s))).records
     assert len(rejected) == 1 and rejected[0]["reason"] == "torn"
     assert '"id": "half' in rejected[0]["line"]
     again.append({"type": "inbox", "messages": [msg("m5", "next")]})
-    reread = Session.load(s.path)
+    reread = reload(s)
     assert [r["type"] for r in reread.records] == ["user", "assistant", "inbox"]
     assert reread.known_ids == {"m5"}
 
 
 def test_bad_line_is_moved_aside_not_fatal(tmp_path: Path) -> None:
     s = session_at(tmp_path, [{"type": "user", "content": [text("go")]}])
-    with open(s.path, "ab") as fh:
+    with open(path_of(s), "ab") as fh:
         fh.write(b"not json\n")
     s.append({"type": "assistant", "content": [text("ok")]})
-    again = Session.load(s.path)
+    again = reload(s)
     assert [r["type"] for r in again.records] == ["user", "assistant"]
-    assert files.read_jsonl(files.rejected_path(s.path)).records[0]["reason"] == "bad"
+    assert files.read_jsonl(files.rejected_path(path_of(s))).records[0]["reason"] == "bad"
 
 
 def test_messages_built_incrementally_match_a_fresh_rebuild(tmp_path: Path) -> None:
     """`messages` keeps the turns up to the last reply between calls; whatever is
     appended (or compacted) after, it must equal a rebuild from the file."""
-    s = Session.load(tmp_path / "alice.jsonl")
+    s = session_at(tmp_path, [])
     script: list[Json] = [
         {"type": "user", "content": [text("prompt")]},
         {"type": "assistant", "content": [text("a1"), use("t1")]},
@@ -276,7 +287,7 @@ def test_messages_built_incrementally_match_a_fresh_rebuild(tmp_path: Path) -> N
     ]
     for record in script:
         s.append(record)
-        fresh = Session.load(s.path)
+        fresh = reload(s)
         assert s.messages(IDENTITY) == fresh.messages(IDENTITY)
         assert s.messages(IDENTITY) == fresh.messages(IDENTITY)  # a second call, from cache
         assert s.messages("You are teammate 'x' in team 'y'.") == \
@@ -290,12 +301,12 @@ def test_a_failed_append_leaves_no_torn_line_and_waits_until_it_can(tmp_path: Pa
     """CONTRACT §3: a teammate that cannot append to its session retries (through
     `when_stuck`, which waits) and never leaves a torn line."""
     s = session_at(tmp_path, [{"type": "user", "content": [text("go")]}])
-    before = s.path.read_bytes()
+    before = path_of(s).read_bytes()
     calls: list[tuple[int | None, int, bytes]] = []
     limit = file_size_limit(len(before) + 50)  # room for 50 bytes of the line, not all
 
     def stuck(exc: OSError | None, attempt: int) -> None:
-        calls.append((exc.errno if exc else None, attempt, s.path.read_bytes()))
+        calls.append((exc.errno if exc else None, attempt, path_of(s).read_bytes()))
         if attempt == 1 and exc is not None:
             limit.__exit__(None, None, None)  # space comes back
 
@@ -309,7 +320,7 @@ def test_a_failed_append_leaves_no_torn_line_and_waits_until_it_can(tmp_path: Pa
         limit.__exit__(None, None, None)
     assert [(e, a) for e, a, _ in calls] == [(errno.EFBIG, 0), (errno.EFBIG, 1), (None, 2)]
     assert all(data == before for _, _, data in calls[:2])  # cut back each time
-    again = Session.load(s.path)
+    again = reload(s)
     assert [r["type"] for r in again.records] == ["user", "assistant"]
-    assert s.path.read_bytes().endswith(b"\n")
-    assert not files.rejected_path(s.path).exists()
+    assert path_of(s).read_bytes().endswith(b"\n")
+    assert not files.rejected_path(path_of(s)).exists()

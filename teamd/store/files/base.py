@@ -15,3 +15,6 @@ class Base:
     def __init__(self, root: Path) -> None:
         self.root = root
         self.paths = Paths(root)
+
+    def own_folders(self) -> list[Path]:
+        return [self.paths.teams_dir, self.paths.tasks_root]

@@ -311,4 +311,4 @@ def test_hidden_inbox_records_are_known_but_never_shown(tmp_path: Path) -> None:
     assert not again.ends_with_reply()
     shown = json.dumps(again.messages("I am alice"))
     assert "NEWS-1" in shown and "shutdown_request" not in shown
-    assert files.read_jsonl(path).clean
+    assert files.read_jsonl(Paths(tmp_path).session("crew", "alice")).clean

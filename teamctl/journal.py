@@ -208,7 +208,7 @@ def logs(team: Annotated[str | None, typer.Argument(
 def _one_team(w: Workspace, team: str, who: list[str], printer: _Printer,
               keeps: Callable[[str, list[str]], Callable[[Json], bool]], lines: int | None,
               start: float | None, follow: bool, history: bool) -> None:
-    path, config, archive = _journal_of(w, team)
+    _, config, archive = _journal_of(w, team)
     if config is not None and archive is None:
         for name in who:
             if name not in (LEAD, SUPERVISOR, USER) and roster.find(config, name) is None:
@@ -300,29 +300,29 @@ def _every_team(w: Workspace, printer: _Printer,
 
 # -- transcript and attach -------------------------------------------------------------------
 def _member_session(w: Workspace, team: str, name: str
-                    ) -> tuple[Path, Path, str | None, str | None]:
-    """(session file, team folder, colour, a note or None) of a member of a team, of a
-    member removed from it (the session it left: nothing more will come), or of a member of
-    the team's latest archive."""
+                    ) -> tuple[Path, str | None, str | None]:
+    """(session file, colour, a note or None) of a member of a team, of a member removed
+    from it (the session it left: nothing more will come), or of a member of the team's
+    latest archive."""
     path, config, archive = _journal_of(w, team)
     validate_member_name(name)
     member = roster.find(config, name) if config else None
     folder = path.parent
     if archive is not None:
         note = f"team {team} was deleted; reading its archive {archive}"
-        return folder / "sessions" / f"{name}.jsonl", folder, None, note
+        return folder / "sessions" / f"{name}.jsonl", None, note
     if member is None:
         session = _removed_session(w, team, config or {"name": team, "members": []}, name)
-        return session, folder, None, (f"{name} was removed from team {team}; reading the "
-                                        f"session it left, {session}")
-    return folder / "sessions" / f"{name}.jsonl", folder, member.get("color"), None
+        return session, None, (f"{name} was removed from team {team}; reading the "
+                               f"session it left, {session}")
+    return folder / "sessions" / f"{name}.jsonl", member.get("color"), None
 
 
 def _show_transcript(team: str, name: str, lines: int | None, follow: bool) -> None:
     from teamctl import transcript as tr
 
     w = ws()
-    session, folder, color, note = _member_session(w, team, name)
+    session, color, note = _member_session(w, team, name)
     if note is not None:
         print(f"note: {note}", file=sys.stderr)
     if lines is not None and lines < 0:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -102,7 +102,7 @@ def ts_of(rec: Json) -> float:
 
 
 def follow(ws: Workspace, team: str, member: str | None = None,
-           poll: float = 0.2, from_start: bool = False) -> Iterator[Json]:
+           poll: float = 0.2, from_start: bool = False) -> Generator[Json, None, None]:
     """Yield new events as they are appended (survives rotation). Runs until interrupted.
     With `from_start`, first every event already in the journal (no gap between the two)."""
     yield from ws.store.stream_journal(
@@ -116,7 +116,7 @@ def stream(ws: Workspace, team: str, *, archive: str | None = None,
            history: bool = True, poll: float = 0.5,
            stop_at_deletion: bool = True,
            on_bad: Callable[[bytes], None] | None = None,
-           on_caught_up: Callable[[], None] | None = None) -> Iterator[Json]:
+           on_caught_up: Callable[[], None] | None = None) -> Generator[Json, None, None]:
     """The journal of `team` (or of its deleted namesake's `archive`, one of
     `ws.store.archives(team)`), rotated files first, as it is read: memory stays flat
     whatever its size.

@@ -19,7 +19,7 @@ The contract test suite (`tests/store/`) holds every store to these promises.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any, Protocol
@@ -212,7 +212,8 @@ class Store(Protocol):
                        follow: bool = False, history: bool = True, poll: float = 0.5,
                        stop_at_deletion: bool = True,
                        on_bad: Callable[[bytes], None] | None = None,
-                       on_caught_up: Callable[[], None] | None = None) -> Iterator[Json]:
+                       on_caught_up: Callable[[], None] | None = None
+                       ) -> Generator[Json, None, None]:
         """The journal's lines in order, rotated parts first, its memory flat: those
         `match` keeps, not older than `since`, the last `last` of them (or, without
         `history`, none already there). With `follow`, then the ones added after, across
@@ -239,7 +240,7 @@ class Store(Protocol):
         compaction record and the `compacted` event name)."""
 
     def follow_session(self, team: str, name: str, *, skip: int = 0, poll: float = 1.0
-                       ) -> Iterator[Json]:
+                       ) -> Generator[Json, None, None]:
         """Session records past the first `skip`, as they are appended (`attach`), across
         the member's restarts and a session mended meanwhile; ends once the team is gone."""
 

@@ -14,8 +14,8 @@ import pytest
 from teamd import actions, board, files
 from teamd.agent.session import Session
 from teamd.layout import Workspace
-from teamd.store.files.paths import Paths
 from teamd.scripted import ScriptedServer
+from teamd.store.files.paths import Paths
 from tests.harness import journal, member, running_teamd, wait_until
 
 TEAM = "crew"

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Sequence
 from pathlib import Path
 
 from teamd import files
@@ -56,7 +56,8 @@ class Journal(Base):
                        follow: bool = False, history: bool = True, poll: float = 0.5,
                        stop_at_deletion: bool = True,
                        on_bad: Callable[[bytes], None] | None = None,
-                       on_caught_up: Callable[[], None] | None = None) -> Iterator[Json]:
+                       on_caught_up: Callable[[], None] | None = None
+                       ) -> Generator[Json, None, None]:
         return journal_stream.stream(
             self._journal_path(team, archive), match=match, last=last, since=since,
             follow=follow, history=history, poll=poll, stop_at_deletion=stop_at_deletion,

@@ -10,7 +10,7 @@ land, across the member's restarts.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Generator, Sequence
 from pathlib import Path
 
 from teamd import files
@@ -44,7 +44,7 @@ class Sessions(Base):
         return str(transcript.relative_to(self.root))
 
     def follow_session(self, team: str, name: str, *, skip: int = 0, poll: float = 1.0
-                       ) -> Iterator[Json]:
+                       ) -> Generator[Json, None, None]:
         """Session records past the first `skip`, as they are appended; ends when the
         team's folder is gone. A session file replaced (rewritten with a bad line set
         aside) is read again, skipping the records already shown; one not there yet is

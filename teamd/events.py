@@ -130,7 +130,12 @@ def stream(ws: Workspace, team: str, *, archive: str | None = None,
     person or a broken disk put there): it is skipped, and the caller can say so.
     `on_caught_up` is called once the history is read, before following.
     """
+    keep = match or (lambda _r: True)
+
+    def wanted(rec: Json) -> bool:  # a time filter only: a clock may have stepped back
+        return (since is None or ts_of(rec) >= since) and keep(rec)
+
     return ws.store.stream_journal(
-        team, archive=archive, match=match, last=last, since=since, follow=follow,
-        history=history, poll=poll, stop_at_deletion=stop_at_deletion, on_bad=on_bad,
+        team, archive=archive, match=wanted, last=last, follow=follow, history=history,
+        poll=poll, stop_at_deletion=stop_at_deletion, on_bad=on_bad,
         on_caught_up=on_caught_up)

@@ -208,15 +208,15 @@ class Store(Protocol):
 
     def stream_journal(self, team: str, *, archive: str | None = None,
                        match: Callable[[Json], bool] | None = None,
-                       last: int | None = None, since: float | None = None,
-                       follow: bool = False, history: bool = True, poll: float = 0.5,
+                       last: int | None = None, follow: bool = False,
+                       history: bool = True, poll: float = 0.5,
                        stop_at_deletion: bool = True,
                        on_bad: Callable[[bytes], None] | None = None,
                        on_caught_up: Callable[[], None] | None = None
                        ) -> Generator[Json, None, None]:
         """The journal's lines in order, rotated parts first, its memory flat: those
-        `match` keeps, not older than `since`, the last `last` of them (or, without
-        `history`, none already there). With `follow`, then the ones added after, across
+        `match` keeps, the last `last` of them (or, without `history`, none already
+        there). With `follow`, then the ones added after, across
         rotation (`logs -f`), ending at `team_deleted` or once the team is gone when
         `stop_at_deletion`. `archive` (one of `archives(team)`) reads a deleted team's.
         `on_bad` gets each line that is not a JSON object (skipped); `on_caught_up` is

@@ -52,16 +52,16 @@ class Journal(Base):
 
     def stream_journal(self, team: str, *, archive: str | None = None,
                        match: Callable[[Json], bool] | None = None,
-                       last: int | None = None, since: float | None = None,
-                       follow: bool = False, history: bool = True, poll: float = 0.5,
+                       last: int | None = None, follow: bool = False,
+                       history: bool = True, poll: float = 0.5,
                        stop_at_deletion: bool = True,
                        on_bad: Callable[[bytes], None] | None = None,
                        on_caught_up: Callable[[], None] | None = None
                        ) -> Generator[Json, None, None]:
         return journal_stream.stream(
-            self._journal_path(team, archive), match=match, last=last, since=since,
-            follow=follow, history=history, poll=poll, stop_at_deletion=stop_at_deletion,
-            on_bad=on_bad, on_caught_up=on_caught_up)
+            self._journal_path(team, archive), match=match, last=last, follow=follow,
+            history=history, poll=poll, stop_at_deletion=stop_at_deletion, on_bad=on_bad,
+            on_caught_up=on_caught_up)
 
 
 def _rotate_if_needed(path: Path, max_bytes: int, keep: int) -> None:

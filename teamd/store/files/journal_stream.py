@@ -2,8 +2,8 @@
 following new lines (`logs -f`) with the descriptors held open, so a rotation between two
 reads loses nothing. Memory stays flat whatever the journal's size.
 
-The files store's `stream_journal` (teamd.store.files.journal) is the only user; what a
-record means (`ts_of`) is `teamd.events`'s.
+The files store's `stream_journal` (teamd.store.files.journal) is the only user; which
+records are wanted (by member, by time) is the caller's `match`.
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ from collections.abc import Callable, Generator
 from pathlib import Path
 
 from teamd import files
-from teamd.events import ts_of
 from teamd.files import Json
 
 
@@ -169,10 +168,10 @@ def open_journal(path: Path) -> list[int]:
 
 
 def _start_point(fds: list[int], match: Callable[[Json], bool], last: int | None,
-                 since: float | None, history: bool) -> tuple[int, int]:
+                 history: bool) -> tuple[int, int]:
     """(file index, offset) where showing starts: after the last `last` events that match
-    and are not older than `since` (read backwards), at the start, or (no history) at the
-    end. `since` only filters: a line out of time order never hides the lines after it."""
+    (read backwards), at the start, or (no history) at the end. A line `match` refuses only
+    is not counted (a time filter is no end: a clock may have stepped back)."""
     if not fds:
         return 0, 0
     if last is not None:
@@ -184,8 +183,6 @@ def _start_point(fds: list[int], match: Callable[[Json], bool], last: int | None
                 rec = _parse(line)
                 if rec is None:
                     continue
-                if since is not None and ts_of(rec) < since:
-                    continue  # filtered, not an end: a clock may have stepped back
                 if match(rec):
                     found += 1
                     where = (i, start)
@@ -198,7 +195,7 @@ def _start_point(fds: list[int], match: Callable[[Json], bool], last: int | None
 
 
 def stream(path: Path, *, match: Callable[[Json], bool] | None = None,
-           last: int | None = None, since: float | None = None, follow: bool = False,
+           last: int | None = None, follow: bool = False,
            history: bool = True, poll: float = 0.5,
            stop_at_deletion: bool = True,
            on_bad: Callable[[bytes], None] | None = None,
@@ -207,7 +204,7 @@ def stream(path: Path, *, match: Callable[[Json], bool] | None = None,
     stays flat whatever its size.
 
     `match` filters; `last` starts after the last N events that pass the filters (read
-    backwards from the end); `since` drops older events; without `history` (and without
+    backwards from the end); without `history` (and without
     `last`) it starts at the end. With `follow` it then waits for new events, across
     rotations; with `stop_at_deletion` it ends after `team_deleted`, or once the team's
     folder is gone (what was written to the file it holds is read out first).
@@ -215,14 +212,10 @@ def stream(path: Path, *, match: Callable[[Json], bool] | None = None,
     person or a broken disk put there): it is skipped, and the caller can say so.
     `on_caught_up` is called once the history is read, before following.
     """
-    keep = match or (lambda _r: True)
-
-    def wanted(rec: Json) -> bool:
-        return (since is None or ts_of(rec) >= since) and keep(rec)
-
+    wanted = match or (lambda _r: True)
     fds = open_journal(path)
     try:
-        index, offset = _start_point(fds, keep, last, since, history)
+        index, offset = _start_point(fds, wanted, last, history)
         for i in range(index, len(fds)):
             end = yield from _read_from(fds[i], offset if i == index else 0, wanted, on_bad)
             if end is None:

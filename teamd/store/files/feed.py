@@ -1,4 +1,5 @@
-"""The change feed of the files store: inotify events decoded into `Change`s (CONTRACT §3's no-polling promise)."""
+"""The change feed of the files store: inotify events decoded into `Change`s
+(CONTRACT §3's no-polling promise)."""
 
 from __future__ import annotations
 

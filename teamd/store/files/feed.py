@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from teamd.layout import NAME_RE
+from teamd.names import NAME_RE
 from teamd.store.changes import Change, Kind
 from teamd.store.files.base import Base
 from teamd.store.files.paths import Paths

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from teamd.linescan import Judge, Sorted
-from teamd.store.changes import Change
+from teamd.store.changes import Change, Kind
 
 Json = dict[str, Any]
 
@@ -50,7 +50,8 @@ class Feed(Protocol):
         """Stop reporting the changes of `team` (deleted)."""
 
     def drain(self) -> tuple[list[Change], bool]:
-        """The changes waiting, and whether some were lost (then read everything again)."""
+        """The changes waiting, and whether some were lost (then read everything again).
+        Nothing when `polling`."""
 
     def wait(self, timeout: float | None, also: Sequence[int] = ()) -> bool:
         """Block until a change, a descriptor of `also` is readable, or `timeout`; True
@@ -70,10 +71,11 @@ class Store(Protocol):
     #: shown to people and in `status --json` (`files`, or a URL with its password masked)
     description: str
 
-    def changes(self, teams: Sequence[str] | None = None, *, kinds: frozenset[Any] | None = None,
+    def changes(self, teams: Sequence[str] | None = None, *, kinds: frozenset[Kind] | None = None,
                 poll_fallback: float = 0.5) -> Feed:
-        """A feed of the changes of `teams` (None: every team, and teams coming and going),
-        only of `kinds` when given."""
+        """A feed of the changes of `teams` (None: every team), only of `kinds` when given.
+        A team coming or going is a TEAM change (of `teams` only, when given); one that
+        comes is watched at once, before anything is written in it."""
 
     def wait_for(self, teams: Sequence[str], check: Callable[[], Any], timeout: float,
                  tick: float = 0.5) -> Any:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from teamd.errors import BadInput
-from teamd.layout import ARCHIVE_TS_RE, NAME_RE, validate_name
+from teamd.names import ARCHIVE_TS_RE, NAME_RE, validate_name
 
 
 @dataclass(frozen=True)

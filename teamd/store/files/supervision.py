@@ -6,4 +6,5 @@ from teamd.store.files.base import Base
 
 
 class Supervision(Base):
-    """claim_supervisor, supervisor_info, write_supervisor_info, release_supervisor, read/write paged."""
+    """claim_supervisor, supervisor_info, write_supervisor_info, release_supervisor,
+    read/write paged."""

@@ -9,8 +9,9 @@ holds idle notifications — `roster_pokes`).
 
 Member side: `MemberWake` waits on the read end and the signal wakeup fd, draining the pipe
 before the caller's check, so a poke that follows a change is never lost. A member without a
-usable pipe (started by hand, not by teamd, or the pipe broke) falls back to its own
-`Watcher` — loudly, once: `wake_fallback` in the journal and `last_error` (`on_fallback`).
+usable pipe (started by hand, not by teamd, or the pipe broke) falls back to a `Fallback`
+of its own, the store's change feed — loudly, once: `wake_fallback` in the journal and
+`last_error` (`on_fallback`).
 """
 
 from __future__ import annotations
@@ -21,10 +22,10 @@ import os
 import select
 import stat
 from collections.abc import Callable, Sequence
+from typing import Protocol
 
 from teamd import policy
 from teamd.files import Json
-from teamd.watch import Watcher
 
 log = logging.getLogger(__name__)
 
@@ -89,6 +90,21 @@ def roster_pokes(members: list[Json], live: set[str], lead_has_mail: Callable[[s
 
 
 # -- the member's side -----------------------------------------------------------------------
+class Fallback(Protocol):
+    """What a member without a usable pipe waits on instead (`teamd.agent.waits.OwnFeed`)."""
+
+    poll_fallback: float
+
+    @property
+    def polling(self) -> bool: ...
+
+    def drain(self) -> None: ...
+
+    def wait(self, timeout: float | None, also: Sequence[int] = ()) -> bool: ...
+
+    def close(self) -> None: ...
+
+
 def usable(fd: int | None) -> str | None:
     """Why `fd` cannot be a wake pipe's read end, or None when it can."""
     if fd is None:
@@ -104,15 +120,15 @@ def usable(fd: int | None) -> str | None:
 
 class MemberWake:
     """What an idle (waiting, paused) member blocks on: teamd's pokes through the pipe, or,
-    failing that, its own inotify `Watcher` (built by `fallback`), reported through
+    failing that, its own change feed (built by `fallback`), reported through
     `on_fallback(reason)` once."""
 
-    def __init__(self, fd: int | None, fallback: Callable[[], Watcher],
+    def __init__(self, fd: int | None, fallback: Callable[[], Fallback],
                  on_fallback: Callable[[str], None]) -> None:
         self._fd: int | None = fd
         self._make_fallback = fallback
         self._on_fallback = on_fallback
-        self._watcher: Watcher | None = None
+        self._watcher: Fallback | None = None
         why = usable(fd)
         if why is not None:
             self._fd = None
@@ -126,7 +142,7 @@ class MemberWake:
         if self._watcher.polling:
             why += f"; inotify unavailable too: polling every {self._watcher.poll_fallback:g} s"
         else:
-            why += "; watching the files itself (inotify)"
+            why += "; watching the store's changes itself"
         log.warning("wake fallback: %s", why)
         self._on_fallback(why)
 

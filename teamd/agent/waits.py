@@ -1,5 +1,6 @@
-"""How a member process waits (CONTRACT §3, §7): on teamd's wake pipe, or, without one, an
-inotify watcher of its own (loudly: `wake_fallback`); a signal ends any wait at once.
+"""How a member process waits (CONTRACT §3, §7): on teamd's wake pipe, or, without one, the
+store's change feed of its own (`OwnFeed`, loudly: `wake_fallback`); a signal ends any wait
+at once.
 
 Every wait of a member — idle, a permission asked, a budget reached, a retry's back-off —
 blocks here, on one watcher made at the first wait and kept for the life of the process:
@@ -12,14 +13,55 @@ import os
 import select
 import signal
 import time
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from teamd import events, wake
 from teamd.proc import drain_fd
-from teamd.watch import Watcher
+from teamd.store import Change, Feed, Kind
 
 if TYPE_CHECKING:
     from teamd.agent.member import Member
+
+#: what a member without teamd's wake pipe waits on itself
+FALLBACK_KINDS = frozenset({Kind.INBOX, Kind.SPEC, Kind.SPEND, Kind.MEMBER})
+#: s between two looks when the store cannot push
+POLL = 0.5
+
+
+class OwnFeed:
+    """A change feed that wakes only for what `interesting` takes (others are drained and
+    ignored): the wait of a member without teamd's pipe (`wake.MemberWake`'s fallback)."""
+
+    poll_fallback = POLL
+
+    def __init__(self, feed: Feed, interesting: Callable[[Change], bool]) -> None:
+        self.feed = feed
+        self.interesting = interesting
+
+    @property
+    def polling(self) -> bool:
+        return self.feed.polling
+
+    def drain(self) -> None:
+        self.feed.drain()
+
+    def wait(self, timeout: float | None, also: Sequence[int] = ()) -> bool:
+        """Block until an interesting change, a descriptor in `also` is readable, or
+        `timeout`; True unless it timed out. Polling, every `poll_fallback` s is a change."""
+        if self.feed.polling:
+            return self.feed.wait(POLL if timeout is None else min(timeout, POLL), also)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            if not self.feed.wait(left, also):
+                return False
+            changes, lost = self.feed.drain()
+            if lost or not changes or any(self.interesting(c) for c in changes):
+                return True  # no change: a descriptor of `also` is readable
+
+    def close(self) -> None:
+        self.feed.close()
 
 
 class Waits:
@@ -58,22 +100,18 @@ class Waits:
             self.waker = wake.MemberWake(self.wake_fd, self.own_watcher, self.report_fallback)
         return self.waker
 
-    def own_watcher(self) -> Watcher:
-        """The fallback: inotify on the team folder for the inbox (and, while
-        `watch_roster`, the roster and the spend); a poll where inotify is missing."""
+    def own_watcher(self) -> OwnFeed:
+        """The fallback: the store's change feed of the team, woken by the member's inbox
+        (and, while `watch_roster`, the roster and the spend; a lead, its teammates'
+        states); a poll where the store cannot push."""
         m = self.m
-        inbox_file = m.ws.inbox(m.team, m.name).name
-        roster_files = (m.ws.config(m.team).name, m.ws.spend(m.team).name)
 
-        folders = [m.ws.team_dir(m.team)]
-        if m.kind == "lead":  # holding idle notices, it waits on teammates' statuses
-            folders.append(m.ws.members_dir(m.team))
+        def interesting(change: Change) -> bool:
+            if change.kind is Kind.INBOX:
+                return change.name == m.name
+            return self.watch_roster and (change.kind is not Kind.MEMBER or m.kind == "lead")
 
-        def interesting(fname: str) -> bool:
-            return fname == inbox_file or (self.watch_roster and (
-                fname in roster_files or (m.kind == "lead" and fname.endswith(".json"))))
-
-        return Watcher(folders, interesting=interesting)
+        return OwnFeed(m.ws.store.changes([m.team], kinds=FALLBACK_KINDS), interesting)
 
     def report_fallback(self, reason: str) -> None:
         """Never silent (CONTRACT §7): the journal and `last_error` say it, once."""

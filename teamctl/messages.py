@@ -19,6 +19,7 @@ from teamd import actions, files, inbox, policy, roster, suggest
 from teamd.errors import BadInput
 from teamd.files import Json
 from teamd.layout import LEAD
+from teamd.store import Kind
 
 
 def _read_content(content: str) -> str:
@@ -171,16 +172,15 @@ def inbox_cmd(
     if not drain and not peek:
         why = "an LLM lead reads it" if name == LEAD else "it belongs to a teammate"
         print(f"note: only peeking: {why}", file=sys.stderr)
-    from teamd.watch import Watcher
-
     def show(batch: list[Json]) -> None:
         _print_messages([m for m in batch if shown(m)], as_json)
         sys.stdout.flush()
 
     seen: set[str] = set()
     try:
-        with Watcher([w.team_dir(team)]) as watcher:
+        with w.store.changes([team], kinds=frozenset({Kind.INBOX})) as feed:
             while True:
+                feed.drain()  # before the look: a line landing after it wakes the wait
                 if drain:
                     # print, then clear: a message leaves the inbox only once it is shown
                     msgs = inbox.drain(w, team, name, show)
@@ -192,7 +192,7 @@ def inbox_cmd(
                     if not msgs and not as_json:
                         print(f"{name}'s inbox is empty", file=sys.stderr)
                     return
-                watcher.wait(None)
+                feed.wait(None)
     except KeyboardInterrupt:
         if not follow:
             raise

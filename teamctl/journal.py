@@ -84,13 +84,13 @@ def _colors(config: Json | None) -> dict[str, str]:
     return {m["name"]: m.get("color") for m in config.get("members", []) if m.get("color")}
 
 
-def _removed_session(w: Workspace, team: str, config: Json, name: str) -> Path:
-    """The session a removed member left (the latest, if the name was removed twice), or
-    BadInput: no such member, now or before."""
+def _removed_session(w: Workspace, team: str, config: Json, name: str) -> str:
+    """Where `remove` kept the session a removed member left (the latest, if the name was
+    removed twice), or BadInput: no such member, now or before."""
     kept = w.removed(team, name)
     if not kept:
         raise roster.unknown_member(config, name)
-    return kept[-1] / "session.jsonl"
+    return str(kept[-1])
 
 
 # -- logs ----------------------------------------------------------------------------------
@@ -300,34 +300,33 @@ def _every_team(w: Workspace, printer: _Printer,
 
 # -- transcript and attach -------------------------------------------------------------------
 def _member_session(w: Workspace, team: str, name: str
-                    ) -> tuple[Path, str | None, str | None]:
-    """(session file, colour, a note or None) of a member of a team, of a member removed
-    from it (the session it left: nothing more will come), or of a member of the team's
-    latest archive."""
-    path, config, archive = _journal_of(w, team)
+                    ) -> tuple[str | None, str | None, str | None]:
+    """(where the session was kept aside, or None for a member's own; colour; a note or
+    None) of a member of a team, of a member removed from it (the session it left: nothing
+    more will come), or of a member of the team's latest archive."""
+    _, config, archive = _journal_of(w, team)
     validate_member_name(name)
     member = roster.find(config, name) if config else None
-    folder = path.parent
     if archive is not None:
         note = f"team {team} was deleted; reading its archive {archive}"
-        return folder / "sessions" / f"{name}.jsonl", None, note
+        return str(archive), None, note
     if member is None:
-        session = _removed_session(w, team, config or {"name": team, "members": []}, name)
-        return session, None, (f"{name} was removed from team {team}; reading the "
-                               f"session it left, {session}")
-    return folder / "sessions" / f"{name}.jsonl", member.get("color"), None
+        kept = _removed_session(w, team, config or {"name": team, "members": []}, name)
+        return kept, None, (f"{name} was removed from team {team}; reading the session "
+                            f"it left, in {kept}")
+    return None, member.get("color"), None
 
 
 def _show_transcript(team: str, name: str, lines: int | None, follow: bool) -> None:
     from teamctl import transcript as tr
 
     w = ws()
-    session, color, note = _member_session(w, team, name)
+    kept, color, note = _member_session(w, team, name)
     if note is not None:
         print(f"note: {note}", file=sys.stderr)
     if lines is not None and lines < 0:
         raise BadInput("-n takes a number of records >= 0")
-    records = tr.history(w, team, name, session)
+    records = tr.history(w, team, name, kept)
     renderer = tr.Renderer(name, color)
     shown = records[-lines:] if lines else ([] if lines == 0 else records)
     for rec in shown:

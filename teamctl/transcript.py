@@ -1,25 +1,22 @@
 """`teamctl transcript` and `teamctl attach`: one member's conversation as a person reads it.
 
-This module owns reading a member's session file (`.teams/{team}/sessions/{name}.jsonl`, the
-record types of `teamd.agent.session`) for people, following it live, and rendering each
-record: the model's text, its thinking (dimmed, apart from what it says), each tool call
-and its (shortened) result, messages in and out, compactions; every text it did not write
-made `output.safe`. The session file is only ever appended to (a compaction is one more
-record), so reading it from the top covers restarts and compactions; if it ever starts with
-a compaction, the full history that compaction saved in `transcripts/` is shown first.
+This module owns reading a member's session (the record types of `teamd.agent.session`,
+kept by the store) for people, and rendering each record: the model's text, its thinking
+(dimmed, apart from what it says), each tool call and its (shortened) result, messages in
+and out, compactions; every text it did not write made `output.safe`. A session is only
+ever appended to (a compaction is one more record), so reading it from the top covers
+restarts and compactions; if it ever starts with a compaction, the full history that
+compaction saved as a transcript is shown first.
 """
-
 from __future__ import annotations
 
 import json
 import logging
 import re
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from teamctl import output
-from teamd import files
 from teamd.files import Json
 from teamd.layout import Workspace
 
@@ -191,32 +188,17 @@ def _strip(text: str) -> str:
 
 
 # -- reading -----------------------------------------------------------------------------
-def history(ws: Workspace, team: str, name: str, session: Path | None = None
-            ) -> list[Json]:
-    """Every record of the member's conversation, oldest first: the session file, after
-    the turns of the saved transcript if the file starts with a compaction (each such turn
-    comes as {"type": "turn", "turn": …})."""
-    path = session or ws.session(team, name)
-    records = files.read_jsonl(path).records
-    if records and records[0].get("type") == "compaction":
-        saved = _saved_transcript(ws, path, records[0])
-        if saved is not None:
-            turns = files.read_jsonl(saved).records
+def history(ws: Workspace, team: str, name: str, kept: str | None = None) -> list[Json]:
+    """Every record of the member's conversation (or of the session `kept` aside when it
+    was removed or its team deleted), oldest first, after the turns of the saved transcript
+    if it starts with a compaction (each such turn comes as {"type": "turn", "turn": …})."""
+    records = ws.store.read_session(team, name, kept=kept)
+    if records and isinstance(records[0].get("transcript"), str) \
+            and records[0].get("type") == "compaction":
+        turns = ws.store.read_transcript(team, name, records[0]["transcript"], kept=kept)
+        if turns is not None:
             return [*({"type": "turn", "turn": t} for t in turns), *records]
     return records
-
-
-def _saved_transcript(ws: Workspace, session: Path, record: Json) -> Path | None:
-    rel = record.get("transcript")
-    if not isinstance(rel, str):
-        return None
-    for base in (ws.root, session.parent.parent.parent.parent):
-        candidate = base / rel
-        if candidate.is_file():
-            return candidate
-    # an archived team: transcripts/ sits beside sessions/
-    candidate = session.parent.parent / "transcripts" / Path(rel).name
-    return candidate if candidate.is_file() else None
 
 
 def render(renderer: Renderer, rec: Json) -> list[str]:

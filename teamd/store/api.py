@@ -225,10 +225,12 @@ class Store(Protocol):
         called once, before following."""
 
     # -- sessions and transcripts (CONTRACT §6, §8) -----------------------------------
-    def read_session(self, team: str, name: str, *, mend: bool = False) -> list[Json]:
+    def read_session(self, team: str, name: str, *, mend: bool = False,
+                     kept: str | None = None) -> list[Json]:
         """The member's session records, oldest first (none yet: empty); a torn tail or a
         bad line is skipped, and with `mend` moved aside first (only the member itself
-        mends its session)."""
+        mends its session). `kept`: the session a removed member left (one of
+        `removed(team, name)`) or a deleted team's (one of `archives(team)`)."""
 
     def append_session(self, team: str, name: str, records: Sequence[Json]) -> None:
         """Durably append session records (fsynced before anything depends on them); a
@@ -240,6 +242,11 @@ class Store(Protocol):
     def keep_transcript(self, team: str, name: str, stamp: str, records: Sequence[Json]) -> str:
         """Keep the conversation a compaction replaced, whole; where it went (what the
         compaction record and the `compacted` event name)."""
+
+    def read_transcript(self, team: str, name: str, where: str, *,
+                        kept: str | None = None) -> list[Json] | None:
+        """The conversation `keep_transcript` kept at `where` (what it returned), or None
+        when it is gone; `kept` as for `read_session`."""
 
     def follow_session(self, team: str, name: str, *, skip: int = 0, poll: float = 1.0
                        ) -> Generator[Json, None, None]:

@@ -20,14 +20,37 @@ from teamd.watch import Watcher
 
 
 class Sessions(Base):
-    """read_session, append_session, keep_transcript, follow_session, describe_session."""
+    """read_session, append_session, describe_session, keep_transcript, read_transcript,
+    follow_session."""
 
-    def read_session(self, team: str, name: str, *, mend: bool = False) -> list[Json]:
-        path = self.paths.session(team, name)
+    def read_session(self, team: str, name: str, *, mend: bool = False,
+                     kept: str | None = None) -> list[Json]:
+        path = self._session(team, name, kept)
         found = files.read_jsonl(path)
         if mend and not found.clean:
             found = files.rewrite_jsonl(path)  # move a torn tail or bad line aside first
         return found.records
+
+    def _session(self, team: str, name: str, kept: str | None) -> Path:
+        """The session file of a member, or the one `kept` in a removed member's folder
+        (`removed/{name}-{ts}/session.jsonl`) or a deleted team's archive."""
+        if kept is None:
+            return self.paths.session(team, name)
+        folder = self.root / kept  # an absolute `kept` stays itself
+        if folder.parent == self.paths.removed_dir(team):
+            return folder / "session.jsonl"
+        return folder / "sessions" / f"{self.paths.session(team, name).name}"
+
+    def read_transcript(self, team: str, name: str, where: str, *,
+                        kept: str | None = None) -> list[Json] | None:
+        session = self._session(team, name, kept)
+        for base in (self.root, session.parents[3]):
+            candidate = base / where
+            if candidate.is_file():
+                return files.read_jsonl(candidate).records
+        # an archived team: transcripts/ sits beside sessions/
+        candidate = session.parent.parent / "transcripts" / Path(where).name
+        return files.read_jsonl(candidate).records if candidate.is_file() else None
 
     def append_session(self, team: str, name: str, records: Sequence[Json]) -> None:
         files.append_jsonl(self.paths.session(team, name), records, durable=True)

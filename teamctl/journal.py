@@ -16,7 +16,6 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterator
 from datetime import datetime
-from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -59,23 +58,24 @@ def moment(text: str, flag: str = "--since", now: float | None = None) -> float:
 
 
 # -- whose journal, whose session ----------------------------------------------------------
-def _journal_of(w: Workspace, team: str) -> tuple[Path, Json | None, Path | None]:
-    """(journal path, roster or None, archive or None) of a team, or of its latest archive
-    once it was deleted. An unreadable roster hides no journal: it is said, and read."""
+def _journal_of(w: Workspace, team: str) -> tuple[Json | None, str | None]:
+    """(roster or None, archive or None) of a team, or of its latest archive once it was
+    deleted (`archive`: one of `archives(team)`, to read its journal and sessions by). An
+    unreadable roster hides no journal: it is said, and read."""
     try:
-        return w.events(team), actions.require_team(w, team), None
+        return actions.require_team(w, team), None
     except TeamdError as exc:
         if not isinstance(exc, BadInput):
             print(f"note: the roster of team {team} cannot be read ({exc}); its journal "
                   "is read all the same", file=sys.stderr)
-            return w.events(team), None, None
+            return None, None
         archives = w.archives(team)
         if not archives:
             raise
         folder = archives[-1]
         config = files.read_json(folder / "config.json") if \
             (folder / "config.json").is_file() else None
-        return folder / "events.jsonl", config, folder
+        return config, str(folder)
 
 
 def _colors(config: Json | None) -> dict[str, str]:
@@ -208,7 +208,7 @@ def logs(team: Annotated[str | None, typer.Argument(
 def _one_team(w: Workspace, team: str, who: list[str], printer: _Printer,
               keeps: Callable[[str, list[str]], Callable[[Json], bool]], lines: int | None,
               start: float | None, follow: bool, history: bool) -> None:
-    _, config, archive = _journal_of(w, team)
+    config, archive = _journal_of(w, team)
     if config is not None and archive is None:
         for name in who:
             if name not in (LEAD, SUPERVISOR, USER) and roster.find(config, name) is None:
@@ -224,9 +224,9 @@ def _one_team(w: Workspace, team: str, who: list[str], printer: _Printer,
         bad += 1  # skipped; said once at the end
 
     try:
-        for rec in events.stream(w, team, archive=None if archive is None else str(archive),
-                                 match=keeps(team, who), last=lines, since=start,
-                                 follow=following, history=history, on_bad=unreadable):
+        for rec in events.stream(w, team, archive=archive, match=keeps(team, who),
+                                 last=lines, since=start, follow=following,
+                                 history=history, on_bad=unreadable):
             printer.show(team, rec)
             if following:
                 sys.stdout.flush()
@@ -234,7 +234,7 @@ def _one_team(w: Workspace, team: str, who: list[str], printer: _Printer,
         return  # Ctrl-C ends a follow: exit 0
     finally:
         if bad:
-            where = w.store.describe_journal(team, None if archive is None else str(archive))
+            where = w.store.describe_journal(team, archive)
             print(f"teamctl: skipped {bad} unreadable line(s) in {where} (or its rotated "
                   "files)", file=sys.stderr)
     if following:
@@ -304,12 +304,12 @@ def _member_session(w: Workspace, team: str, name: str
     """(where the session was kept aside, or None for a member's own; colour; a note or
     None) of a member of a team, of a member removed from it (the session it left: nothing
     more will come), or of a member of the team's latest archive."""
-    _, config, archive = _journal_of(w, team)
+    config, archive = _journal_of(w, team)
     validate_member_name(name)
     member = roster.find(config, name) if config else None
     if archive is not None:
         note = f"team {team} was deleted; reading its archive {archive}"
-        return str(archive), None, note
+        return archive, None, note
     if member is None:
         kept = _removed_session(w, team, config or {"name": team, "members": []}, name)
         return kept, None, (f"{name} was removed from team {team}; reading the session "

@@ -23,7 +23,7 @@ from bench import bench_claims
 from bench.common import Context, Row, figure, row
 from bench.lab import TEAM, Lab
 from bench.scale import sub
-from teamd import actions, board, files
+from teamd import actions, board
 from teamd.layout import Workspace
 from tests.harness import wait_until
 
@@ -55,7 +55,7 @@ def ours(ctx: Context, tasks: int) -> tuple[float, int, int]:
         wait_until(lambda: all_completed(lab.ws, ids), max(10.0, ctx.left() - 20),
                    f"{tasks} tasks completed", interval=0.05)
         elapsed = time.monotonic() - start
-        journal = files.read_jsonl(lab.ws.events(TEAM)).records
+        journal = lab.ws.store.read_journal(TEAM)
     claims = Counter(r["task_id"] for r in journal if r.get("event") == "task_claimed")
     return tasks / elapsed, tasks, sum(1 for n in claims.values() if n > 1)
 

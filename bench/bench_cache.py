@@ -27,7 +27,7 @@ import anthropic
 
 from bench.common import Context, Row, figure, row
 from bench.lab import TEAM, Lab
-from teamd import files, prices
+from teamd import prices
 from teamd.scripted import ScriptedServer
 from tests.harness import wait_until
 
@@ -76,7 +76,7 @@ def session(lab: Lab, ctx: Context, turns: int) -> list[dict[str, int]]:
         done = lab.turns_done(MEMBER)
         lab.send(MEMBER, f"Change {i} is ready for review:\n" + f"- line {i}: edited\n" * 80)
         wait_until(partial(lab.idle_after, MEMBER, done), 30, "the answer", interval=0.005)
-    calls = [r for r in files.read_jsonl(lab.ws.events(TEAM)).records
+    calls = [r for r in lab.ws.store.read_journal(TEAM)
              if r.get("event") == "model_call" and r.get("member") == MEMBER]
     return [{k: int(r.get(k) or 0) for k in KEYS} for r in calls]
 

@@ -43,7 +43,7 @@ def settled(ws: Workspace) -> bool:
         return False
     if inbox.peek(ws, TEAM, LEAD):
         return False
-    records = files.read_jsonl(ws.session(TEAM, LEAD)).records
+    records = ws.store.read_session(TEAM, LEAD)
     return bool(records) and records[-1]["type"] == "assistant"
 
 

@@ -34,13 +34,14 @@ def fill(ws: Workspace, megabytes: int) -> int:
     line = (b'{"ts":%d.5,"event":"tool_call","member":"%s","tool":"bash","input":'
             b'{"command":"ls -la src/"},"ok":true,"ms":12}\n')
     names = [b"alice", b"bob", b"carol"]
-    with open(ws.events(TEAM), "ab") as f:
+    journal = Path(ws.store.describe_journal(TEAM))  # the files store's: a bench of files
+    with open(journal, "ab") as f:
         i = 0
         while f.tell() < megabytes * 1_000_000:
             f.write(b"".join(line % (1_700_000_000 + j, names[j % 3])
                              for j in range(i, i + 10_000)))
             i += 10_000
-    return ws.events(TEAM).stat().st_size
+    return journal.stat().st_size
 
 
 #: runs a command and prints its wall time and peak RSS (KiB). A small parent of its own,

@@ -23,7 +23,7 @@ import psutil
 
 from bench.common import MB, Context, Row, figure, row
 from bench.lab import TEAM, Lab, carries
-from teamd import files, roster
+from teamd import roster
 from tests.harness import wait_until
 
 NAME = "sleep"
@@ -39,7 +39,7 @@ def asleep(lab: Lab, names: list[str]) -> bool:
 
 
 def forked_after(lab: Lab, name: str, since: float) -> float | None:
-    for rec in reversed(files.read_jsonl(lab.ws.events(TEAM)).records):
+    for rec in reversed(lab.ws.store.read_journal(TEAM)):
         if rec.get("event") == "spawned" and rec.get("member") == name and rec["ts"] >= since:
             return float(rec["ts"])
     return None

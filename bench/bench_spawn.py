@@ -24,7 +24,6 @@ from functools import partial
 
 from bench.common import Context, Row, figure, row
 from bench.lab import TEAM, Lab, is_from
-from teamd import files
 
 NAME = "spawn"
 TITLE = "spawn → first model request (fork vs fresh interpreter)"
@@ -32,7 +31,7 @@ LIMIT = (180.0, 40.0)
 
 
 def spawned_at(lab: Lab, name: str) -> float | None:
-    for rec in reversed(files.read_jsonl(lab.ws.events(TEAM)).records):
+    for rec in reversed(lab.ws.store.read_journal(TEAM)):
         if rec.get("event") == "spawned" and rec.get("member") == name:
             return float(rec["ts"])
     return None

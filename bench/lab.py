@@ -22,7 +22,7 @@ from typing import Any
 import psutil
 
 from bench.common import Context, bench_env
-from teamd import actions, events, files, inbox, roster
+from teamd import actions, events, inbox, roster
 from teamd.files import Json
 from teamd.layout import LEAD, Workspace
 from teamd.proc import stop_subprocess
@@ -76,7 +76,7 @@ class Lab:
 
     def supervisor_started(self) -> bool:
         return any(r.get("event") == "supervisor_started"
-                   for r in files.read_jsonl(self.ws.events(TEAM)).records)
+                   for r in self.ws.store.read_journal(TEAM))
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
@@ -116,7 +116,7 @@ class Lab:
         """What `inbox.deliver` does, timed in between: the line is appended (locked,
         fsynced) and the moment it has landed is taken before the journal line follows."""
         msg = inbox.make("message", LEAD, name, text)
-        files.append_jsonl(self.ws.inbox(TEAM, name), [msg], durable=True)
+        self.ws.store.deliver(TEAM, name, [dict(msg)])
         landed = time.time()
         events.emit_many(self.ws, TEAM, [{"ts": time.time(), "event": "message",
                                           "member": LEAD, "message": msg}])

@@ -315,7 +315,7 @@ def all_asked(lab: Lab, names: list[str], since: int) -> bool:
 
 def polling_members(lab: Lab, names: list[str]) -> tuple[int, int]:
     """(wake_fallback events in the journal, members whose log says they poll)."""
-    fallbacks = sum(1 for r in files.read_jsonl(lab.ws.events(TEAM)).records
+    fallbacks = sum(1 for r in lab.ws.store.read_journal(TEAM)
                     if r.get("event") == "wake_fallback")
     polling = 0
     for name in names:

@@ -14,19 +14,13 @@ from typing import Any
 
 import pytest
 
-from teamd import actions, inbox
+from teamd import inbox
 from teamd.files import Json
 from teamd.layout import Workspace
 from teamd.store.api import Store
 
-TEAM = "crew"
+TEAM = "crew"  # the `crew` fixture's team
 ctx = multiprocessing.get_context("fork")
-
-
-@pytest.fixture
-def crew(store: Store, hermetic: Path) -> str:
-    actions.create_team(Workspace.at(hermetic), TEAM)
-    return TEAM
 
 
 def message(mid: str, content: str = "hi") -> Json:

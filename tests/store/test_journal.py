@@ -12,21 +12,14 @@ from typing import Any
 
 import pytest
 
-from teamd import actions
 from teamd.files import Json
 from teamd.layout import Workspace
 from teamd.store.api import Store
 
-TEAM = "crew"
+TEAM = "crew"  # the `crew` fixture's team
 ctx = multiprocessing.get_context("fork")
 #: small parts: a few ticks fill one, so every test here rotates many times
 SMALL = {"max_bytes": 600, "keep": 1000}
-
-
-@pytest.fixture
-def crew(store: Store, hermetic: Path) -> str:
-    actions.create_team(Workspace.at(hermetic), TEAM)
-    return TEAM
 
 
 def tick(n: int) -> Json:

@@ -15,19 +15,12 @@ from typing import Any
 
 import pytest
 
-from teamd import actions
 from teamd.files import Json
 from teamd.layout import Workspace
 from teamd.store.api import Store
 
-TEAM = "crew"
+TEAM = "crew"  # the `crew` fixture's team
 ctx = multiprocessing.get_context("fork")
-
-
-@pytest.fixture
-def crew(store: Store, hermetic: Path) -> str:
-    actions.create_team(Workspace.at(hermetic), TEAM)
-    return TEAM
 
 
 def tear(store: Store, team: str, name: str, junk: bytes) -> None:

@@ -141,3 +141,15 @@ def test_a_bad_line_is_refused_and_moved_out_of_the_inbox(store: Store, crew: st
         ("duplicate id", "m1"), ("missing field type", "b1")]
     assert not store.has_mail(crew, "alice")  # aside, out of the inbox: never read again
     assert store.describe_inbox(crew, "alice")
+
+
+def test_the_inbox_mark_moves_with_every_write_and_cut(store: Store, crew: str) -> None:
+    assert store.inbox_mark(crew, "alice") is None and not store.has_mail(crew, "alice")
+    store.deliver(crew, "alice", [message("m1")])
+    first = store.inbox_mark(crew, "alice")
+    store.deliver(crew, "alice", [message("m2")])
+    second = store.inbox_mark(crew, "alice")
+    store.take(crew, "alice", lambda _batch: None, inbox.judge())
+    third = store.inbox_mark(crew, "alice")
+    assert None not in (first, second, third) and len({first, second, third}) == 3
+    assert not store.has_mail(crew, "alice")

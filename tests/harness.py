@@ -81,7 +81,7 @@ def live_pid(ws: Workspace, team: str, name: str) -> int | None:
 
 
 def journal(ws: Workspace, team: str) -> list[dict[str, Any]]:
-    return files.read_jsonl(ws.events(team)).records
+    return ws.store.read_journal(team)
 
 
 class Teamd:

@@ -35,7 +35,7 @@ from typing import Any
 
 import psutil
 
-from teamd import actions, board, files, roster
+from teamd import actions, board, roster
 from teamd.layout import Workspace
 from teamd.scripted import ScriptedServer
 from tests import harness
@@ -78,7 +78,7 @@ def idle(ws: Workspace, name: str) -> None:
 def session_inbox_ids(ws: Workspace, name: str, team: str = TEAM) -> list[str]:
     """Ids of every message recorded as taken in, over the whole session file (records
     before a compaction included; a compaction's carried copies are not new intakes)."""
-    return [m["id"] for r in files.read_jsonl(ws.session(team, name)).records
+    return [m["id"] for r in ws.store.read_session(team, name)
             if r.get("type") == "inbox" for m in r["messages"]]
 
 

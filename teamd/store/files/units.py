@@ -1,0 +1,32 @@
+"""Units of work of the files store: the `*.lock` beside what a unit guards (CONTRACT §2),
+held by one process at a time and entered again, without waiting, by the process that
+holds it already (flock belongs to an open file: taking it twice would wait on oneself).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from teamd import files
+
+#: (pid, path) of the units this process holds: the pid, so a forked child that inherited
+#: the set does not take its parent's lock for its own
+_HOLDING: set[tuple[int, str]] = set()
+
+
+@contextmanager
+def unit(path: Path) -> Iterator[None]:
+    """Hold the lock guarding `path` (its folder must exist: TeamdError otherwise)."""
+    key = (os.getpid(), str(path))
+    if key in _HOLDING:
+        yield
+        return
+    with files.lock(path):
+        _HOLDING.add(key)
+        try:
+            yield
+        finally:
+            _HOLDING.discard(key)

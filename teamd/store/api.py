@@ -7,7 +7,7 @@ and `.tasks/` as section 2 lays out; the PostgreSQL store of section 15 will kee
 documents in tables. Nothing outside a store builds a path there, takes a lock there, or
 stats, globs or renames there: the domain modules (`teamd.roster`, `teamd.board`,
 `teamd.inbox`, `teamd.requests`, `teamd.events`, `teamd.budget`, `teamd.ratelimit`,
-`teamd.calls`, `teamd.pidfile`, …) keep the rules and reach the records only through here.
+`teamd.permissions`, `teamd.pidfile`, …) keep the rules and reach the records only through here.
 
 A **unit of work** is a context manager: what is written inside it is one step for every
 reader (files: under the lock that readers of the step take; a database: one transaction).

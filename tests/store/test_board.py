@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from teamd.store.api import Store
-from tests.store.forked import ctx, new_team, results, run, start
+from tests.store.forked import ctx, new_team, race, results, run, start
 
 TEAM = "t"
 
@@ -90,13 +90,10 @@ def _claim(store: Store, task_id: int, me: str, go: Any) -> bool:
 @pytest.mark.timeout(120)
 def test_a_task_claimed_by_racing_processes_has_one_owner(store: Store) -> None:
     new_team(store, TEAM)
+    names = [f"m{i}" for i in range(8)]
     for _ in range(5):
         task_id = add(store)
-        go = ctx.Event()
-        names = [f"m{i}" for i in range(8)]
-        procs, out = start(_claim, [(store, task_id, name, go) for name in names])
-        go.set()
-        won = results(procs, out)
+        won = race(_claim, [(store, task_id, name) for name in names])
         assert won.count(True) == 1, won
         final = store.read_task(TEAM, task_id)
         assert final is not None and final["status"] == "in_progress"

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from teamd.store.api import Store
-from tests.store.forked import ctx, new_team, results, start
+from tests.store.forked import new_team, race
 
 TEAM = "t"
 
@@ -63,14 +63,11 @@ def _answer(store: Store, request_id: str, me: str, go: Any) -> bool:
 @pytest.mark.timeout(120)
 def test_racing_answers_from_processes_one_wins(store: Store) -> None:
     new_team(store, TEAM)
+    names = [f"a{i}" for i in range(8)]
     for round_ in range(5):
         rid = f"shutdown-{round_}"
         assert store.create_request(TEAM, record(rid))
-        go = ctx.Event()
-        names = [f"a{i}" for i in range(8)]
-        procs, out = start(_answer, [(store, rid, name, go) for name in names])
-        go.set()
-        won = results(procs, out)
+        won = race(_answer, [(store, rid, name) for name in names])
         assert won.count(True) == 1, won
         final = store.read_request(TEAM, rid)
         assert final is not None and final["status"] == "approved"
@@ -85,10 +82,7 @@ def _create(store: Store, request_id: str, go: Any) -> bool:
 @pytest.mark.timeout(120)
 def test_racing_creates_from_processes_one_wins(store: Store) -> None:
     new_team(store, TEAM)
-    go = ctx.Event()
-    procs, out = start(_create, [(store, "plan-1", go)] * 8)
-    go.set()
-    assert results(procs, out).count(True) == 1
+    assert race(_create, [(store, "plan-1")] * 8).count(True) == 1
     assert [r["request_id"] for r in store.list_requests(TEAM)] == ["plan-1"]
 
 
@@ -105,12 +99,8 @@ def test_always_rules_are_added_once(store: Store) -> None:
     assert not store.add_always(TEAM, "bash(git push)")
     assert store.always_rules(TEAM) == ["bash(git push)"]
     # racing processes: a rule they all add is added once, each one's own rules all kept
-    go = ctx.Event()
-    procs, out = start(_add_always, [
-        (store, ["bash(make)", *[f"bash(w{i} {n})" for n in range(10)]], go)
-        for i in range(6)])
-    go.set()
-    added = results(procs, out)
+    added = race(_add_always, [(store, ["bash(make)", *[f"bash(w{i} {n})" for n in range(10)]])
+                                for i in range(6)])
     assert [a[0] for a in added].count(True) == 1  # bash(make), once
     assert all(all(a[1:]) for a in added)
     rules = store.always_rules(TEAM)

@@ -27,3 +27,12 @@ def make_store(kind: str, root: Path) -> Store:
 @pytest.fixture(params=STORES)
 def store(request: pytest.FixtureRequest, hermetic: Path) -> Store:
     return make_store(request.param, hermetic)
+
+
+@pytest.fixture
+def crew(store: Store, hermetic: Path) -> str:
+    """A team `crew` made the way a person makes one (`teamctl create`), in `store`."""
+    from teamd import actions
+
+    actions.create_team(Workspace.at(hermetic), "crew")
+    return "crew"

@@ -1,5 +1,5 @@
-"""What the store contract tests share: a team made through the interface, and workers run
-in forked processes (the promises about concurrency are kept across processes, not threads).
+"""The store contract tests' workers, run in forked processes (the promises about
+concurrency are kept across processes, not threads).
 
 A worker is a plain function; it gets the store its parent had (a store survives a fork:
 one that holds a connection opens its own in the child) and returns a picklable result,
@@ -13,16 +13,7 @@ import queue
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from teamd import budget, roster
-from teamd.store.api import Store
-
 ctx = multiprocessing.get_context("fork")
-
-
-def new_team(store: Store, team: str = "t") -> str:
-    """Make `team` through the store, as `teamctl create` does."""
-    assert store.create_team(team, roster.new_roster(team, ""), budget.new_spend())
-    return team
 
 
 def _run(target: Callable[..., Any], args: tuple[Any, ...], out: Any, index: int) -> None:

@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from teamd.store.api import Store
-from tests.store.forked import ctx, new_team, race, results, run, start
+from tests.store.forked import ctx, race, results, run, start
 
-TEAM = "t"
+TEAM = "crew"
 
 
 def task(task_id: int, **fields: Any) -> dict[str, Any]:
@@ -30,8 +30,7 @@ def add(store: Store, **fields: Any) -> int:
     return task_id
 
 
-def test_a_task_is_kept_and_read_back(store: Store) -> None:
-    new_team(store, TEAM)
+def test_a_task_is_kept_and_read_back(store: Store, crew: str) -> None:
     assert store.board_exists(TEAM)
     assert store.task_ids(TEAM) == [] and store.top_task_id(TEAM) == 0
     assert store.read_task(TEAM, 1) is None
@@ -44,8 +43,8 @@ def test_a_task_is_kept_and_read_back(store: Store) -> None:
     assert store.task_ids(TEAM) == [1, 2] and store.top_task_id(TEAM) == 2
 
 
-def test_ids_are_never_reused_not_even_those_of_tasks_never_written(store: Store) -> None:
-    new_team(store, TEAM)
+def test_ids_are_never_reused_not_even_those_of_tasks_never_written(store: Store,
+                                                                    crew: str) -> None:
     add(store)
     with store.board_unit(TEAM):
         lost = store.next_task_id(TEAM)  # handed out, then its task never written (a crash)
@@ -66,8 +65,7 @@ def _add_many(store: Store, count: int) -> list[int]:
 
 
 @pytest.mark.timeout(120)
-def test_ids_from_racing_processes_are_all_different(store: Store) -> None:
-    new_team(store, TEAM)
+def test_ids_from_racing_processes_are_all_different(store: Store, crew: str) -> None:
     procs, per = 6, 25
     got = [i for ids in run(_add_many, [(store, per)] * procs) for i in ids]
     assert sorted(got) == list(range(1, procs * per + 1))  # each once, none skipped
@@ -88,8 +86,7 @@ def _claim(store: Store, task_id: int, me: str, go: Any) -> bool:
 
 
 @pytest.mark.timeout(120)
-def test_a_task_claimed_by_racing_processes_has_one_owner(store: Store) -> None:
-    new_team(store, TEAM)
+def test_a_task_claimed_by_racing_processes_has_one_owner(store: Store, crew: str) -> None:
     names = [f"m{i}" for i in range(8)]
     for _ in range(5):
         task_id = add(store)
@@ -124,8 +121,7 @@ def _read_pairs(store: Store, stop: Any) -> int:
 
 
 @pytest.mark.timeout(120)
-def test_a_units_writes_are_seen_whole(store: Store) -> None:
-    new_team(store, TEAM)
+def test_a_units_writes_are_seen_whole(store: Store, crew: str) -> None:
     add(store, description="start")
     add(store, description="start")
     stop = ctx.Event()
@@ -140,8 +136,8 @@ def test_a_units_writes_are_seen_whole(store: Store) -> None:
 
 
 @pytest.mark.timeout(60)
-def test_a_unit_is_entered_again_by_the_process_that_holds_it(store: Store) -> None:
-    new_team(store, TEAM)
+def test_a_unit_is_entered_again_by_the_process_that_holds_it(store: Store,
+                                                              crew: str) -> None:
     with store.board_unit(TEAM), store.board_unit(TEAM):  # would wait on itself forever
         task_id = store.next_task_id(TEAM)
         store.write_task(TEAM, task(task_id))

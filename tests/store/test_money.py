@@ -14,17 +14,16 @@ import pytest
 
 from teamd.store.api import Store
 from tests.harness import wait_until
-from tests.store.forked import ctx, new_team, results, run, start
+from tests.store.forked import ctx, results, run, start
 
-TEAM = "t"
+TEAM = "crew"
 
 
 def _add(doc: dict[str, Any] | None, amount: float) -> dict[str, Any]:
     return {"schema": 1, "spent_usd": (doc or {}).get("spent_usd", 0.0) + amount}
 
 
-def test_spend_is_added_to_and_read(store: Store) -> None:
-    new_team(store, TEAM)
+def test_spend_is_added_to_and_read(store: Store, crew: str) -> None:
     assert store.read_spend(TEAM) == {"schema": 1, "spent_usd": 0.0}
     assert store.add_spend(TEAM, lambda doc: _add(doc, 0.5)) == {"schema": 1, "spent_usd": 0.5}
     assert store.read_spend(TEAM) == {"schema": 1, "spent_usd": 0.5}
@@ -37,16 +36,14 @@ def _spend(store: Store, times: int, amount: float) -> int:
 
 
 @pytest.mark.timeout(120)
-def test_spend_added_by_racing_processes_sums_exactly(store: Store) -> None:
-    new_team(store, TEAM)
+def test_spend_added_by_racing_processes_sums_exactly(store: Store, crew: str) -> None:
     amounts = [0.25, 0.5, 1.0, 2.0, 0.125, 4.0]  # exact in binary: the sum is exact too
     per = 40
     assert run(_spend, [(store, per, a) for a in amounts]) == [per] * len(amounts)
     assert store.read_spend(TEAM) == {"schema": 1, "spent_usd": per * sum(amounts)}
 
 
-def test_the_backoff_is_read_modify_written(store: Store) -> None:
-    new_team(store, TEAM)  # a root that has a team
+def test_the_backoff_is_read_modify_written(store: Store, crew: str) -> None:
     assert store.read_backoff() is None
     seen: list[Any] = []
 
@@ -79,8 +76,7 @@ def _hold_off(store: Store, untils: list[float]) -> int:
 
 
 @pytest.mark.timeout(120)
-def test_racing_backoff_updates_keep_the_latest_until(store: Store) -> None:
-    new_team(store, TEAM)
+def test_racing_backoff_updates_keep_the_latest_until(store: Store, crew: str) -> None:
     untils = [[1000.0 + i + 7 * n for n in range(30)] for i in range(6)]
     run(_hold_off, [(store, u) for u in untils])
     found = store.read_backoff()
@@ -102,8 +98,7 @@ def _use_slots(store: Store, limit: int, calls: int, now: Any, peak: Any) -> lis
 
 
 @pytest.mark.timeout(120)
-def test_at_most_limit_slots_are_held_at_once(store: Store) -> None:
-    new_team(store, TEAM)
+def test_at_most_limit_slots_are_held_at_once(store: Store, crew: str) -> None:
     now, peak = ctx.Value("i", 0), ctx.Value("i", 0)
     taken = run(_use_slots, [(store, 2, 30, now, peak)] * 6)
     assert 1 <= peak.value <= 2, peak.value
@@ -124,8 +119,7 @@ def _wait_slot(store: Store, limit: int, blocked: Any) -> int:
 
 
 @pytest.mark.timeout(120)
-def test_a_slot_held_by_a_process_killed_is_freed(store: Store) -> None:
-    new_team(store, TEAM)
+def test_a_slot_held_by_a_process_killed_is_freed(store: Store, crew: str) -> None:
     # one release event per holder: an event a killed process was waiting on is not set
     holding, releases, blocked = ctx.Queue(), [ctx.Event(), ctx.Event()], ctx.Event()
     holders, hout = start(_hold_slot, [(store, 2, holding, r) for r in releases])

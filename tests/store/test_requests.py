@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 
 from teamd.store.api import Store
-from tests.store.forked import new_team, race
+from tests.store.forked import race
 
-TEAM = "t"
+TEAM = "crew"
 
 
 def record(request_id: str, **fields: Any) -> dict[str, Any]:
@@ -22,8 +22,7 @@ def record(request_id: str, **fields: Any) -> dict[str, Any]:
             "resolved_at": None, "reason": None, "plan": None, "feedback": None, **fields}
 
 
-def test_a_request_is_created_once(store: Store) -> None:
-    new_team(store, TEAM)
+def test_a_request_is_created_once(store: Store, crew: str) -> None:
     first = record("shutdown-1", reason="first")
     assert store.create_request(TEAM, first)
     assert not store.create_request(TEAM, record("shutdown-1", reason="second"))
@@ -34,8 +33,7 @@ def test_a_request_is_created_once(store: Store) -> None:
     assert store.read_request(TEAM, "shutdown-3") is None
 
 
-def test_the_unit_of_a_request_that_does_not_exist(store: Store) -> None:
-    new_team(store, TEAM)
+def test_the_unit_of_a_request_that_does_not_exist(store: Store, crew: str) -> None:
     with store.request_unit(TEAM, "perm-0") as found:
         assert found is False
     assert store.list_requests(TEAM) == [] and store.read_request(TEAM, "perm-0") is None
@@ -61,8 +59,7 @@ def _answer(store: Store, request_id: str, me: str, go: Any) -> bool:
 
 
 @pytest.mark.timeout(120)
-def test_racing_answers_from_processes_one_wins(store: Store) -> None:
-    new_team(store, TEAM)
+def test_racing_answers_from_processes_one_wins(store: Store, crew: str) -> None:
     names = [f"a{i}" for i in range(8)]
     for round_ in range(5):
         rid = f"shutdown-{round_}"
@@ -80,8 +77,7 @@ def _create(store: Store, request_id: str, go: Any) -> bool:
 
 
 @pytest.mark.timeout(120)
-def test_racing_creates_from_processes_one_wins(store: Store) -> None:
-    new_team(store, TEAM)
+def test_racing_creates_from_processes_one_wins(store: Store, crew: str) -> None:
     assert race(_create, [(store, "plan-1")] * 8).count(True) == 1
     assert [r["request_id"] for r in store.list_requests(TEAM)] == ["plan-1"]
 
@@ -92,8 +88,7 @@ def _add_always(store: Store, rules: list[str], go: Any) -> list[bool]:
 
 
 @pytest.mark.timeout(120)
-def test_always_rules_are_added_once(store: Store) -> None:
-    new_team(store, TEAM)
+def test_always_rules_are_added_once(store: Store, crew: str) -> None:
     assert store.always_rules(TEAM) == []
     assert store.add_always(TEAM, "bash(git push)")
     assert not store.add_always(TEAM, "bash(git push)")

@@ -61,7 +61,7 @@ class BoardIndex:
         self.ready: set[int] = set()  # claimable: pending, no owner, unblocked
         self.owned_ready: set[int] = set()  # pending, given an owner, unblocked
         self.working: dict[int, tuple[str, float | None]] = {}  # in progress: owner, claimed_at
-        self.top = 0  # the highest id known (or named by .highwatermark)
+        self.top = 0  # the highest id known (or handed out by the board)
         self._heap: list[int] = []  # ready ids, lowest first; stale ones dropped lazily
         self._in_heap: set[int] = set()
 
@@ -72,7 +72,7 @@ class BoardIndex:
         index = cls()
         tasks = cast(dict[int, Json], board.read_all(ws, team))
         index.fill(tasks.values())
-        index.note_top(read_highwatermark(ws, team))
+        index.note_top(ws.store.top_task_id(team))
         return index
 
     def fill(self, tasks: Iterable[Json]) -> None:
@@ -87,9 +87,9 @@ class BoardIndex:
         self.note(task_id, cast(Json | None, board.read(ws, team, task_id)))
 
     def refresh_new(self, ws: Workspace, team: str) -> None:
-        """`.highwatermark` moved: read the ids above the highest known (their own events
-        normally bring them; this is the cheap safety net)."""
-        hwm = read_highwatermark(ws, team)
+        """The board handed out new ids: read those above the highest known (their own
+        changes normally bring them; this is the cheap safety net)."""
+        hwm = ws.store.top_task_id(team)
         for task_id in range(self.top + 1, hwm + 1):
             if task_id not in self.entries:
                 self.refresh(ws, team, task_id)
@@ -153,13 +153,6 @@ class BoardIndex:
     def in_progress(self) -> list[tuple[int, str, float | None]]:
         """(id, owner, claimed_at) of every in-progress task with an owner."""
         return sorted((tid, *w) for tid, w in self.working.items())
-
-
-def read_highwatermark(ws: Workspace, team: str) -> int:
-    try:
-        return int(ws.highwatermark(team).read_text().strip() or 0)
-    except (OSError, ValueError):
-        return 0
 
 
 # -- members ---------------------------------------------------------------------------------

@@ -1,31 +1,30 @@
-"""The shared task board: `.tasks/{team}/{id}.json` (CONTRACT.md section 5).
+"""The shared task board's rules (CONTRACT.md section 5): tasks, their dependencies, who
+may claim what.
 
-Every change happens under the board lock. Ids come from `.highwatermark`, advanced and
-fsynced before the task file is written, so an id is never handed out twice nor reused.
-`blocked_by` is the authoritative side of a dependency; `blocks` is kept in step.
+Every change is one unit of the board (`Store.board_unit`), ids come from the store
+(`next_task_id`: never handed out twice nor reused), tasks are read and written one at a
+time through it (the files: `.tasks/{team}/{id}.json`). `blocked_by` is the authoritative
+side of a dependency; `blocks` is kept in step.
 """
 
 from __future__ import annotations
 
 import logging
-import os
-import re
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any, cast
 
-from teamd import events, files, roster
-from teamd.errors import BadInput, TeamdError
+from teamd import events, roster
+from teamd.errors import BadInput
 from teamd.files import Json
 from teamd.layout import Workspace
 from teamd.records import Task
+from teamd.store.errors import BadRecord
 
 log = logging.getLogger(__name__)
 
 STATUSES = ("pending", "in_progress", "completed")
-#: a task file's name: `{id}.json` exactly as `Workspace.task` spells it (no leading zero)
-_TASK_NAME = re.compile(r"([1-9][0-9]*)\.json")
 UNSET: Any = object()  # "leave the owner alone", distinct from None ("no owner")
 
 
@@ -39,37 +38,20 @@ class NotHolder(BadInput):
 
 @contextmanager
 def locked(ws: Workspace, team: str) -> Iterator[None]:
-    folder = ws.tasks_dir(team)
-    if not folder.is_dir():
+    """The board's unit of work; BadInput naming the teams there when there is no board."""
+    if not ws.store.board_exists(team):
         raise roster.unknown_team(ws, team)
-    with files.lock(ws.board_lock(team)):
+    with ws.store.board_unit(team):
         yield
 
 
-def _ids_on_disk(ws: Workspace, team: str) -> list[int]:
-    """The ids of the task files in the board's folder, from their names alone (no parsing)."""
-    try:
-        names = os.listdir(ws.tasks_dir(team))
-    except (FileNotFoundError, NotADirectoryError):
-        return []
-    return sorted(int(m[1]) for m in map(_TASK_NAME.fullmatch, names) if m)
-
-
 def read(ws: Workspace, team: str, task_id: int) -> Task | None:
-    """The one reader of a task file: task `task_id`, or None when it is missing or not a
-    task (a hand edit, said in the log: tasks are written atomically, so it is never a
-    torn write)."""
-    path = ws.task(team, task_id)
+    """The one reader of a task: task `task_id`, or None when it is missing or not a task
+    (a hand edit, said in the log: tasks are written whole, so it is never a torn write)."""
     try:
-        task = files.read_json(path)
-        if task is not None and int(task["id"]) != task_id:
-            raise ValueError(f"its id is {task['id']!r}")
-        if task is not None:
-            str(task["status"])
-        return cast(Task | None, task)
-    except (TeamdError, KeyError, TypeError, ValueError) as exc:
-        # tasks are written atomically, so this is a hand edit: report, skip
-        log.error("%s: skipped, not a task (%s)", path, exc)
+        return cast(Task | None, ws.store.read_task(team, task_id))
+    except BadRecord as exc:
+        log.error("%s: skipped, not a task (%s)", exc.where, exc.why)
         return None
 
 
@@ -101,7 +83,7 @@ class _Board(Mapping[int, Task]):
         return isinstance(task_id, int) and self._get(task_id) is not None
 
     def __iter__(self) -> Iterator[int]:
-        return (tid for tid in _ids_on_disk(self._ws, self._team) if tid in self)
+        return (tid for tid in self._ws.store.task_ids(self._team) if tid in self)
 
     def __len__(self) -> int:
         return sum(1 for _ in self)
@@ -115,7 +97,7 @@ def read_all(ws: Workspace, team: str) -> dict[int, Task]:
 def list_tasks(ws: Workspace, team: str) -> list[Json]:
     """Every task, in id order. (Typed `Json`, not `Task`, while the teammate's loop and
     the supervisor read it as such.)"""
-    if not ws.tasks_dir(team).is_dir():
+    if not ws.store.board_exists(team):
         raise roster.unknown_team(ws, team)
     return cast(list[Json], list(read_all(ws, team).values()))
 
@@ -123,9 +105,9 @@ def list_tasks(ws: Workspace, team: str) -> list[Json]:
 def get(ws: Workspace, team: str, task_id: int) -> Json:
     """Task `task_id`. (Typed `Json`, not `Task`, while the teammate's loop reads it as
     such.)"""
-    task = files.read_json(ws.task(team, task_id))
+    task = ws.store.read_task(team, task_id)
     if task is None:
-        if not ws.tasks_dir(team).is_dir():
+        if not ws.store.board_exists(team):
             raise roster.unknown_team(ws, team)
         raise BadInput(f"unknown task #{task_id} in team {team!r}")
     return task
@@ -133,25 +115,7 @@ def get(ws: Workspace, team: str, task_id: int) -> Json:
 
 def _save(ws: Workspace, team: str, task: Task) -> None:
     task["updated_at"] = time.time()
-    files.write_json(ws.task(team, task["id"]), task)
-
-
-def _next_id(ws: Workspace, team: str) -> int:
-    """Advance `.highwatermark` (fsynced) and return the new id. Only when it is missing or
-    unreadable, or its next id is somehow taken already, do the ids on disk count: listed
-    by name, never parsed."""
-    hwm_path = ws.highwatermark(team)
-    try:
-        hwm: int | None = int(hwm_path.read_text().strip() or 0)
-    except FileNotFoundError:
-        hwm = None
-    except ValueError:
-        hwm = None  # unreadable: the highest id on disk still counts below
-    new = (hwm or 0) + 1
-    if hwm is None or ws.task(team, new).exists():
-        new = max([hwm or 0, *_ids_on_disk(ws, team)]) + 1
-    files.atomic_write_bytes(hwm_path, f"{new}\n".encode())
-    return new
+    ws.store.write_task(team, cast(Json, task))
 
 
 def _depends_on(tasks: Mapping[int, Task], start: int, target: int) -> bool:
@@ -204,10 +168,10 @@ def create(ws: Workspace, team: str, subject: str, description: str = "",
     blockers = sorted({int(b) for b in blocked_by})
     # Refuse bad input before the lock, which would create the board's lock file;
     # re-checked under the lock below.
-    if not ws.tasks_dir(team).is_dir():
+    if not ws.store.board_exists(team):
         raise roster.unknown_team(ws, team)
     for b in blockers:
-        if not ws.task(team, b).is_file():
+        if read(ws, team, b) is None:
             raise BadInput(f"unknown task #{b} in --blocked-by")
     with locked(ws, team):
         tasks = _Board(ws, team)
@@ -215,7 +179,7 @@ def create(ws: Workspace, team: str, subject: str, description: str = "",
             if b not in tasks:
                 raise BadInput(f"unknown task #{b} in --blocked-by")
         now = time.time()
-        task_id = _next_id(ws, team)
+        task_id = ws.store.next_task_id(team)
         task: Task = {"schema": 1, "id": task_id, "subject": subject,
                       "description": description, "status": "pending", "owner": owner,
                       "blocked_by": [], "blocks": [], "created_by": created_by,
@@ -321,7 +285,7 @@ def claim(ws: Workspace, team: str, member: str, task_id: int) -> Json | None:
 
 def release(ws: Workspace, team: str, member: str) -> list[int]:
     """A member left for good: its unfinished tasks go back to pending with no owner."""
-    if not ws.tasks_dir(team).is_dir():
+    if not ws.store.board_exists(team):
         return []
     released = []
     with locked(ws, team):

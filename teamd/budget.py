@@ -1,11 +1,12 @@
 """A team's spend and the budgets that cap it (CONTRACT.md sections 4 and 12).
 
-`.teams/{team}/spend.json` (`{"schema": 1, "spent_usd"}`) holds what the team's model calls
-have cost so far, members since removed included: one small file, read before every call
-and added to under its own lock (taken after the roster's: roster → … → spend.json →
-events). `budget_usd` sits on the team and on each member in `config.json`; `null` is none.
-A member checks both before every model call (`reached`) and pauses while one is reached,
-or while one applies and its model has no price (`blind`: a budget is never blind).
+The team's spend (`{"schema": 1, "spent_usd"}`, the files' `.teams/{team}/spend.json`) holds
+what the team's model calls have cost so far, members since removed included: one small
+record, read before every call and added to as one step of the store (`add_spend`, after
+the roster's and the member's units: roster → … → spend → events). `budget_usd` sits on
+the team and on each member in the roster; `null` is none. A member checks both before
+every model call (`reached`) and pauses while one is reached, or while one applies and its
+model has no price (`blind`: a budget is never blind).
 """
 
 from __future__ import annotations
@@ -66,25 +67,32 @@ def spent(ws: Workspace, team: str) -> float:
     """What the team has spent so far; 0 when nothing was recorded (or the file is bad,
     said in the log: a bad spend file must not stop a team's calls)."""
     try:
-        doc = files.read_json(ws.spend(team))
+        doc = ws.store.read_spend(team)
     except (TeamdError, OSError) as exc:
         log.warning("%s; counting the team's spend from 0", exc)
         return 0.0
+    return _total(doc)
+
+
+def _total(doc: Json | None) -> float:
     return prices.add((doc or {}).get("spent_usd"), 0.0)
 
 
 def charge(ws: Workspace, team: str, amount: float) -> float:
-    """Add `amount` to the team's spend under its lock; return the new total."""
-    path = ws.spend(team)
-    with files.lock(path):
-        total = prices.add(spent(ws, team), amount)
-        files.write_json(path, {"schema": SCHEMA, "spent_usd": total})
-    return total
+    """Add `amount` to the team's spend as one step; return the new total."""
+    doc = ws.store.add_spend(team, lambda doc: new_spend(prices.add(_total(doc), amount)))
+    return float(doc["spent_usd"])
+
+
+def new_spend(total: float = 0.0) -> Json:
+    """The spend record: `total` so far (a new team's: nothing yet)."""
+    return {"schema": SCHEMA, "spent_usd": total}
 
 
 def start(ws: Workspace, team: str) -> None:
-    """A new team's spend: nothing yet."""
-    files.write_json(ws.spend(team), {"schema": SCHEMA, "spent_usd": 0.0})
+    """A new team's spend: nothing yet. (Written under the spend's lock by
+    `actions.create_team`, until the store's `create_team` takes `new_spend()`.)"""
+    files.write_json(ws.spend(team), new_spend())
 
 
 def reached(config: Json, name: str, team_spent: float) -> Reached | None:

@@ -1,6 +1,6 @@
 """Permission rules at work (CONTRACT.md §11): deciding a call, the team's "always" answers
-in `.teams/{team}/permissions.json`, and opening an ask. The rules' format and the
-`[permissions]` table are `teamd.permission_rules`'s.
+(kept by the store: the files' `.teams/{team}/permissions.json`), and opening an ask. The
+rules' format and the `[permissions]` table are `teamd.permission_rules`'s.
 
 A rule is an `fnmatch` glob over a tool's main argument: the command of `bash` (surrounding
 whitespace trimmed), the path of a file tool made relative to the member's cwd and
@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from teamd import events, files, inbox, requests
+from teamd import events, inbox, requests
 from teamd.errors import BadInput
 from teamd.files import Json
 from teamd.layout import Workspace
@@ -88,24 +88,20 @@ def escape(argument: str) -> str:
 
 
 # -- the team's "always" answers ---------------------------------------------------------
-def always_path(ws: Workspace, team: str) -> Path:
-    return ws.team_dir(team) / "permissions.json"
-
-
 def always_rules(ws: Workspace, team: str) -> tuple[Rule, ...]:
     """The allow rules `teamctl approve --always` added; a bad entry is skipped and logged
-    (the file is ours, but a person may edit it: one typo must not stop every tool)."""
+    (the record is ours, but a person may edit it: one typo must not stop every tool)."""
     try:
-        doc = files.read_json(always_path(ws, team))
+        texts = ws.store.always_rules(team)
     except Exception as exc:
         log.warning("%s; ignoring the team's always rules", exc)
         return ()
     out = []
-    for text in (doc or {}).get("allow", []):
+    for text in texts:
         try:
             out.append(parse_rule(text))
         except BadInput as exc:
-            log.warning("%s: %s", always_path(ws, team), exc)
+            log.warning("team %s, always rules: %s", team, exc)
     return tuple(out)
 
 
@@ -120,13 +116,8 @@ def always_rule(tool: str, argument: str) -> str:
 
 
 def add_always(ws: Workspace, team: str, rule: str) -> str:
-    """Add a rule made by `always_rule` to the team's permissions.json; returns it."""
-    path = always_path(ws, team)
-    with files.lock(path):
-        doc = files.read_json(path) or {"schema": 1, "allow": []}
-        if rule not in doc.setdefault("allow", []):
-            doc["allow"].append(rule)
-            files.write_json(path, doc)
+    """Add a rule made by `always_rule` to the team's "always" rules (once); returns it."""
+    ws.store.add_always(team, rule)
     return rule
 
 
@@ -151,8 +142,7 @@ def open_ask(ws: Workspace, team: str, member: str, recipient: str, tool: str,
     """Open the permission request record (if it is not there yet) and make sure the ask
     reached `recipient`: the record's `asked` flag is set only once the message is in,
     so a crash between the two re-sends it (same message id: shown once)."""
-    path = ws.request(team, request_id)
-    record: Mapping[str, Any] | None = files.read_json(path)
+    record: Mapping[str, Any] | None = ws.store.read_request(team, request_id)
     if record is None:
         record = requests.open_request(ws, team, "permission", member, recipient,
                                        request_id=request_id, tool=tool, tool_input=tool_input,

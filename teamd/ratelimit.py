@@ -1,19 +1,16 @@
-"""The root's shared API back-off: `.teams/ratelimit.json` (CONTRACT.md section 12).
+"""The root's shared API back-off (CONTRACT.md section 12; the files' `.teams/ratelimit.json`).
 
 One rate limit slows the whole root together rather than N members retrying into it: a
-member that gets a 429 or 529 writes until when the root should hold off, and every member
-reads the file before a call and waits until then instead of sending. The document is
-replaced atomically under its own lock, which is never held together with another lock.
+member that gets a 429 or 529 records until when the root should hold off, and every member
+reads the record before a call and waits until then instead of sending. The record is
+replaced as one step of the store (`update_backoff`), never inside another unit.
 """
 
 from __future__ import annotations
 
 import logging
-import os
 import time
-from pathlib import Path
 
-from teamd import files
 from teamd.errors import TeamdError
 from teamd.files import Json
 from teamd.layout import Workspace
@@ -31,14 +28,21 @@ def record(ws: Workspace, *, until: float, status: int | None, model: str,
     in force."""
     if source not in SOURCES:
         raise ValueError(f"unknown rate-limit source {source!r}")
-    path = ws.ratelimit_file
     doc: Json = {"schema": SCHEMA, "until": until, "status": status, "model": model,
                  "source": source}
-    with files.lock(path):
-        current = _read(path)
+    now_in_force = doc
+
+    def change(current: Json | None) -> Json | None:
+        nonlocal now_in_force
+        current = _usable(current)
         if current is not None and current["until"] >= until:
-            return current
-        files.write_json(path, doc)
+            now_in_force = current
+            return None
+        return doc
+
+    ws.store.update_backoff(change)
+    if now_in_force is not doc:
+        return now_in_force
     log.info("root rate limited until %s (%s %s)", time.strftime(
         "%H:%M:%S", time.localtime(until)), status, source)
     return doc
@@ -46,35 +50,30 @@ def record(ws: Workspace, *, until: float, status: int | None, model: str,
 
 def in_force(ws: Workspace, longest: float, now: float | None = None) -> Json | None:
     """The back-off to wait out before a call, or None. Its `until` is never more than
-    `longest` seconds past the time the file was written (what a writer may choose), so a
+    `longest` seconds past the time it was written (what a writer may choose), so a
     hand-edited or stale far-future `until` cannot stall the root for longer."""
-    path = ws.ratelimit_file
     try:
-        written = os.stat(path).st_mtime
-    except FileNotFoundError:
+        found = ws.store.read_backoff()
+    except (TeamdError, OSError) as exc:
+        log.warning("%s; ignoring the shared back-off", exc)
         return None
-    doc = _read(path)
-    now = time.time() if now is None else now
+    doc, written = (None, 0.0) if found is None else (_usable(found[0]), found[1])
     if doc is None:
         return None
+    now = time.time() if now is None else now
     until = min(float(doc["until"]), written + longest)
     if until <= now:
         return None
     return {**doc, "until": until}
 
 
-def _read(path: Path) -> Json | None:
-    """The document, or None when absent or unusable (said once in the log, never fatal:
-    a bad back-off file must not stop the model calls of a whole root)."""
-    try:
-        doc = files.read_json(path)
-    except (TeamdError, OSError) as exc:
-        log.warning("%s; ignoring the shared back-off", exc)
-        return None
+def _usable(doc: Json | None) -> Json | None:
+    """The document, or None when absent or unusable (said in the log, never fatal: a bad
+    back-off record must not stop the model calls of a whole root)."""
     if doc is None:
         return None
     until = doc.get("until")
     if isinstance(until, bool) or not isinstance(until, int | float) or until != until:
-        log.warning("%s: no usable 'until'; ignoring the shared back-off", path)
+        log.warning("the shared back-off has no usable 'until' (%r); ignoring it", until)
         return None
     return doc

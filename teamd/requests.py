@@ -1,24 +1,24 @@
-"""Shutdown, plan-approval and permission requests: `.teams/{team}/requests/{request_id}.json`.
+"""Shutdown, plan-approval and permission requests (CONTRACT.md §6): their records, kept by
+the store (the files: `.teams/{team}/requests/{request_id}.json`), and the plan state read
+from them.
 
 A record is opened `pending` and answered exactly once: the answer is a compare-and-set
-from `pending` under the record's lock, so a second answer is refused (CONTRACT.md §6).
+from `pending` inside the request's unit (`Store.request_unit`), so a second answer is
+refused.
 """
 
 from __future__ import annotations
 
-import logging
 import secrets
 import time
 from collections.abc import Callable, Iterable
 from typing import cast
 
-from teamd import events, files
-from teamd.errors import BadInput, TeamdError
+from teamd import events
+from teamd.errors import BadInput
 from teamd.files import Json
 from teamd.layout import Workspace
 from teamd.records import Request
-
-log = logging.getLogger(__name__)
 
 KINDS = ("shutdown", "plan_approval", "permission")
 
@@ -44,22 +44,23 @@ def open_request(ws: Workspace, team: str, kind: str, sender: str, recipient: st
         # `input` is the whole tool input; `argument` what the rule matched (for listings)
         record.update({"tool": tool, "input": tool_input, "rule": rule, "argument": argument,
                        "ran": False, "asked": False})
-    path = ws.request(team, rid)
-    files.ensure_dir(path.parent)
-    with files.lock(path):
-        if path.exists():
-            raise BadInput(f"request {rid!r} already exists")
-        files.write_json(path, record)
+    if not ws.store.create_request(team, cast(Json, record)):
+        raise BadInput(f"request {rid!r} already exists")
     events.emit(ws, team, "request_opened", member=sender, request_id=rid, kind=kind,
                 status="pending", recipient=recipient)
     return record
 
 
 def get(ws: Workspace, team: str, request_id: str) -> Json:
-    record = files.read_json(ws.request(team, request_id))
+    record = ws.store.read_request(team, request_id)
     if record is None:
-        raise BadInput(f"unknown request {request_id!r} in team {team!r}")
+        raise unknown(team, request_id)
     return record
+
+
+def unknown(team: str, request_id: str) -> BadInput:
+    """The one error for a request that does not exist."""
+    return BadInput(f"unknown request {request_id!r} in team {team!r}")
 
 
 def answer(ws: Workspace, team: str, request_id: str, approve: bool, *,
@@ -72,10 +73,9 @@ def answer(ws: Workspace, team: str, request_id: str, approve: bool, *,
     `before_write(record)` runs under the record's lock once the answer is accepted and
     before the record says so: a write that must be on disk first (the roster of a member
     approving its own shutdown) goes there."""
-    path = ws.request(team, request_id)
-    if not path.parent.is_dir():
-        raise BadInput(f"unknown request {request_id!r} in team {team!r}")
-    with files.lock(path):
+    with ws.store.request_unit(team, request_id) as found:
+        if not found:
+            raise unknown(team, request_id)
         record = get(ws, team, request_id)
         if expect_kind and record["kind"] != expect_kind:
             raise BadInput(f"request {request_id!r} is a {record['kind']} request, "
@@ -90,7 +90,7 @@ def answer(ws: Workspace, team: str, request_id: str, approve: bool, *,
             record["answer_reason"] = reason  # the asker's own stays in `reason`
         if feedback is not None:
             record["feedback"] = feedback
-        files.write_json(path, record)
+        ws.store.write_request(team, record)
     events.emit(ws, team, "request_answered", member=record["recipient"],
                 request_id=request_id, kind=record["kind"], status=record["status"])
     return record
@@ -100,30 +100,20 @@ def set_flag(ws: Workspace, team: str, request_id: str, key: str,
              when_status: str | None = None) -> Json:
     """Set `record[key] = True` under the record's lock (at most once: the returned record
     has `changed` False when it was set already, or the status is not `when_status`)."""
-    path = ws.request(team, request_id)
-    with files.lock(path):
+    with ws.store.request_unit(team, request_id) as found:
+        if not found:
+            raise unknown(team, request_id)
         record = get(ws, team, request_id)
         ok = not record.get(key) and (when_status is None or record["status"] == when_status)
         if ok:
             record[key] = True
-            files.write_json(path, record)
+            ws.store.write_request(team, record)
     return {**record, "changed": ok}
 
 
 def list_requests(ws: Workspace, team: str, pending_only: bool = False) -> list[Request]:
-    folder = ws.requests_dir(team)
-    out: list[Request] = []
-    if folder.is_dir():
-        for path in folder.glob("*.json"):
-            try:
-                record = files.read_json(path)
-            except TeamdError as exc:
-                # records are written atomically, so this is a hand edit: report, skip (one
-                # bad file must not stop every member that checks its plan gate)
-                log.error("%s: skipped, not a request (%s)", path, exc)
-                continue
-            if record and (not pending_only or record.get("status") == "pending"):
-                out.append(cast(Request, record))
+    out = [cast(Request, r) for r in ws.store.list_requests(team)
+           if not pending_only or r.get("status") == "pending"]
     return sorted(out, key=lambda r: r.get("created_at") or 0)
 
 

@@ -10,11 +10,12 @@ tool.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from typing import TYPE_CHECKING, Any
 
-from teamd import calls, events, model_limits, prices, ratelimit, settings
+from teamd import events, model_limits, prices, ratelimit, settings
 from teamd.agent import compaction, context, model, stops
 from teamd.agent.cache_ttl import CacheTTL
 from teamd.agent.runtime import GOES_ON, TurnOutcome
@@ -142,17 +143,18 @@ class BuiltinRuntime:
             # slot to take it is done first: a slot is never held with another lock.
             mark_active = (None if m.standing.status == Status.ACTIVE
                            else lambda: m.standing.set_status(Status.ACTIVE))
-            slot = None
-            if m.conf.max_concurrent_calls > 0:
+            slot = contextlib.ExitStack()  # a call slot, for the length of the call
+            slots = m.conf.max_concurrent_calls
+            if slots > 0:
                 if mark_active is not None:
                     mark_active = None
                     m.standing.set_status(Status.ACTIVE)
-                slot = calls.take(m.ws, m.conf.max_concurrent_calls, between=lambda:
-                                  m.shutdowns.leave_if_asked("waiting for a call slot"))
+                slot.enter_context(m.ws.store.call_slot(slots, between=lambda:
+                                   m.shutdowns.leave_if_asked("waiting for a call slot")))
             reply: model.Reply | None = None
             failure: model.ModelUnavailable | None = None
             try:
-                if slot is not None and self.must_hold_off():
+                if slots > 0 and self.must_hold_off():
                     continue  # changed while it waited for the slot: the top waits it out
                 reply = model.call(self.client, after_send=mark_active, model=m.model_name,
                                    max_tokens=model_limits.max_tokens(
@@ -163,8 +165,7 @@ class BuiltinRuntime:
             except model.ModelUnavailable as exc:
                 failure = exc
             finally:
-                if slot is not None:
-                    slot.release()
+                slot.close()
             price = prices.price_of(m.model_name, m.conf.prices)
             if failure is not None:
                 events.emit(m.ws, m.team, "model_call", member=m.name,

@@ -23,7 +23,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from teamd import apikey, events, files, hooks, permission_rules, permissions, requests
+from teamd import apikey, events, hooks, permission_rules, permissions, requests
 from teamd import settings as settings_mod
 from teamd.agent import protected
 from teamd.agent.session import INTERRUPTED
@@ -114,7 +114,7 @@ class Toolbox:
         """The permission request this tool call opened, if it opened one."""
         rid = permissions.request_id_for(self.team, self.member, tool_use_id)
         try:
-            return files.read_json(self.ws.request(self.team, rid))
+            return self.ws.store.read_request(self.team, rid)
         except TeamdError:
             return None
 

@@ -7,7 +7,7 @@ and `.tasks/` as section 2 lays out; the PostgreSQL store of section 15 will kee
 documents in tables. Nothing outside a store builds a path there, takes a lock there, or
 stats, globs or renames there: the domain modules (`teamd.roster`, `teamd.board`,
 `teamd.inbox`, `teamd.requests`, `teamd.events`, `teamd.budget`, `teamd.ratelimit`,
-`teamd.calls`, `teamd.pidfile`, …) keep the rules and reach the records only through here.
+`teamd.permissions`, `teamd.pidfile`, …) keep the rules and reach the records only through here.
 
 A **unit of work** is a context manager: what is written inside it is one step for every
 reader (files: under the lock that readers of the step take; a database: one transaction).
@@ -133,17 +133,28 @@ class Store(Protocol):
         """What `keep_removed` kept of members called `name`, oldest first."""
 
     # -- the board (CONTRACT §5) -------------------------------------------------------
+    def board_exists(self, team: str) -> bool:
+        """The team has a board (it goes first when a team is deleted: CONTRACT §17)."""
+
     def board_unit(self, team: str) -> AbstractContextManager[None]:
-        """The board's unit of work: task writes and new ids inside it are one step."""
+        """The board's unit of work: task writes and new ids inside it are one step, and
+        no other unit of the board runs meanwhile. TeamdError when there is no board."""
 
-    def task_ids(self, team: str) -> list[int]: ...
+    def task_ids(self, team: str) -> list[int]:
+        """The ids of the board's tasks, ascending, found without reading them ([] when
+        there is no board)."""
 
-    def read_task(self, team: str, task_id: int) -> Json | None: ...
+    def read_task(self, team: str, task_id: int) -> Json | None:
+        """Task `task_id`, or None when there is none; BadRecord (teamd.store.errors) when
+        what is kept under that id is not a task of that id (a hand edit: tasks are
+        written whole)."""
 
-    def write_task(self, team: str, task: Json) -> None: ...
+    def write_task(self, team: str, task: Json) -> None:
+        """Add or replace the task of `task["id"]`, inside the board's unit."""
 
     def next_task_id(self, team: str) -> int:
-        """A new id, durably handed out (never again, even after its task is gone)."""
+        """A new id, durably handed out before any task of it is written (never again,
+        even after its task is gone), inside the board's unit."""
 
     def top_task_id(self, team: str) -> int:
         """The highest id handed out so far (0 for none)."""
@@ -178,23 +189,31 @@ class Store(Protocol):
         """Block until no sender is mid-write on the inbox (for the taker's quick retry)."""
 
     # -- requests (CONTRACT §6) --------------------------------------------------------
-    def request_unit(self, team: str, request_id: str) -> AbstractContextManager[None]: ...
+    def request_unit(self, team: str, request_id: str) -> AbstractContextManager[bool]:
+        """The request's unit of work, for a compare-and-set of its record; yields False
+        when there is no such request (nothing is created for it). BadInput for an id
+        that cannot be one."""
 
     def create_request(self, team: str, doc: Json) -> bool:
-        """Store a new request record; False if one with its id exists (nothing written)."""
+        """Store a new request record (its id is `doc["request_id"]`) as one step; False
+        if one with its id exists (nothing written)."""
 
-    def read_request(self, team: str, request_id: str) -> Json | None: ...
+    def read_request(self, team: str, request_id: str) -> Json | None:
+        """The record, or None; BadRecord when what is kept is not a record."""
 
     def write_request(self, team: str, doc: Json) -> None:
         """Replace a request record, inside its unit."""
 
-    def list_requests(self, team: str) -> list[Json]: ...
+    def list_requests(self, team: str) -> list[Json]:
+        """Every request record of the team, in no set order; one that cannot be read is
+        skipped and named in the log (a hand edit must not stop the team)."""
 
     # -- permissions answered "always" (CONTRACT §11) ---------------------------------
-    def always_rules(self, team: str) -> list[str]: ...
+    def always_rules(self, team: str) -> list[str]:
+        """The rules `add_always` added, oldest first; BadRecord when they cannot be read."""
 
     def add_always(self, team: str, rule: str) -> bool:
-        """Add a rule to the team's "always" list; False if it was there."""
+        """Add a rule to the team's "always" list as one step; False if it was there."""
 
     # -- the journal (CONTRACT §7) -----------------------------------------------------
     def emit(self, team: str, records: Sequence[Json], *, max_bytes: int, keep: int) -> None:
@@ -254,19 +273,29 @@ class Store(Protocol):
         the member's restarts and a session mended meanwhile; ends once the team is gone."""
 
     # -- spend (CONTRACT §12) ----------------------------------------------------------
-    def read_spend(self, team: str) -> Json | None: ...
+    def read_spend(self, team: str) -> Json | None:
+        """`{"schema", "spent_usd"}`, or None; BadRecord when it cannot be read."""
 
     def add_spend(self, team: str, change: Callable[[Json | None], Json]) -> Json:
-        """Read-modify-write the team's spend as one step; the new document."""
+        """Read-modify-write the team's spend as one step (no two at once lose one):
+        `change` gets the document, or None when there is none or it cannot be read
+        (said in the log); returns what it made, now stored."""
 
     # -- the root's shared back-off and call slots (CONTRACT §12) ----------------------
-    def read_backoff(self) -> Json | None: ...
+    def read_backoff(self) -> tuple[Json, float] | None:
+        """The back-off document and when it was written (epoch seconds), or None;
+        BadRecord when it cannot be read."""
 
-    def update_backoff(self, change: Callable[[Json | None], Json | None]) -> None: ...
+    def update_backoff(self, change: Callable[[Json | None], Json | None]) -> None:
+        """Read-modify-write the back-off as one step, under no other unit: `change` gets
+        the document (None: none, or unreadable — said in the log) and returns the new
+        one, or None to leave it as it is."""
 
     def call_slot(self, limit: int, between: Callable[[], None] | None = None
                   ) -> AbstractContextManager[int]:
-        """Hold one of `limit` call slots for one model call; freed when the holder dies."""
+        """Hold one of `limit` call slots (its index) for one model call, under no other
+        unit: at most `limit` holders at once across the root, and a holder that dies
+        frees its slot. `between` runs each time every slot was found taken."""
 
     # -- the supervisor (CONTRACT §2, §9) ----------------------------------------------
     def claim_supervisor(self, info: Json) -> Any:

@@ -100,6 +100,10 @@ class Paths:
             raise BadInput(f"invalid request id {request_id!r}")
         return self.requests_dir(team) / f"{request_id}.json"
 
+    def permissions(self, team: str) -> Path:
+        """The team's "always" answers to permission requests (CONTRACT.md section 11)."""
+        return self.team_dir(team) / "permissions.json"
+
     def removed_dir(self, team: str) -> Path:
         """Where `remove` keeps a removed member's session and inbox, for a person to read
         (`removed/{name}-{ts}/`): a member spawned again by that name starts afresh."""

@@ -1,0 +1,19 @@
+"""What a store raises beyond `teamd.errors`: a stored record that is not what it should be.
+
+Every store writes its records whole, so a record that cannot be read is a hand edit (or a
+disk gone bad): the reader names it and, where one bad record must not stop a team, skips
+it. `where` names the record for people (files: its path; a database: its table and key).
+"""
+
+from __future__ import annotations
+
+from teamd.errors import TeamdError
+
+
+class BadRecord(TeamdError):
+    """A stored record that cannot be read as what it should be: "{where}: {why}"."""
+
+    def __init__(self, where: str, why: str) -> None:
+        super().__init__(f"{where}: {why}")
+        self.where = where
+        self.why = why

@@ -24,10 +24,9 @@ EFFORTS = frozenset({"low", "medium", "high", "xhigh", "max"})
 ROLES = frozenset({"user", "assistant", "system"})
 
 
-def betas(headers: Mapping[str, str]) -> list[str]:
-    """The betas a request asks for, in its order (the header is comma-separated)."""
-    raw = headers.get(BETA_HEADER) or ""
-    return [b.strip() for b in raw.split(",") if b.strip()]
+def betas(header: str | None) -> list[str]:
+    """The betas a request asks for in its `anthropic-beta` header, in their order."""
+    return [b.strip() for b in (header or "").split(",") if b.strip()]
 
 
 def system_turns(messages: Any) -> str:

@@ -24,6 +24,7 @@ cut short (the client gone, the connection lost) is a `model_call` with its `err
 from __future__ import annotations
 
 import hmac
+import http.client
 import json
 import logging
 import os
@@ -36,6 +37,7 @@ from typing import TYPE_CHECKING, Any, cast
 from teamd import apikey, calls, ratelimit
 from teamd.agent import accounting, model
 from teamd.agent.sse_usage import UsageReader
+from teamd.agent.upstream import Upstream
 from teamd.files import Json
 
 if TYPE_CHECKING:
@@ -51,6 +53,8 @@ HOP = frozenset({"host", "connection", "keep-alive", "transfer-encoding", "conte
                  "x-api-key", "authorization", "accept-encoding", "content-encoding"})
 #: the longest request body taken in (the API's own limit is 32 MB)
 MAX_BODY = 64 * 1024 * 1024
+#: the most of an answer relayed in one piece (whatever has arrived, up to this)
+CHUNK = 64 * 1024
 
 
 class _Server(ThreadingHTTPServer):
@@ -65,11 +69,11 @@ class Forwarder:
     def __init__(self, member: Member, upstream: str | None = None) -> None:
         self.m = member
         self.stand_in = f"teamd-stand-in-{secrets.token_urlsafe(32)}"
-        self.upstream = (upstream or os.environ.get(apikey.BASE_URL_ENV)
+        self.base_url = (upstream or os.environ.get(apikey.BASE_URL_ENV)
                          or UPSTREAM).rstrip("/")
         # the member's objects (its status, its gate) are written one call at a time
         self.lock = threading.Lock()
-        self.client = model.http_client(timeout=member.conf.api_timeout)
+        self.upstream = Upstream(self.base_url, member.conf.api_timeout)
         self._httpd: _Server | None = None
 
     def start(self) -> Forwarder:
@@ -78,7 +82,7 @@ class Forwarder:
         self._httpd = httpd
         threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.5},
                          name="forwarder", daemon=True).start()
-        log.info("forwarding Claude Code's calls from %s to %s", self.url, self.upstream)
+        log.info("forwarding Claude Code's calls from %s to %s", self.url, self.base_url)
         return self
 
     def stop(self) -> None:
@@ -86,7 +90,6 @@ class Forwarder:
         if httpd is not None:
             httpd.shutdown()
             httpd.server_close()
-        self.client.close()
 
     @property
     def port(self) -> int:
@@ -205,34 +208,41 @@ class _Handler(BaseHTTPRequestHandler):
         key = apikey.get()
         if key:
             headers["x-api-key"] = key
-        request = fwd.client.build_request(self.command, fwd.upstream + self.path,
-                                           headers=headers, content=body)
         reader = UsageReader()
         started = time.monotonic()
         status: int | None = None
         answer_headers: Any = {}
         error: str | None = None
+        upstream = fwd.upstream
         try:
             try:
-                response = fwd.client.send(request, stream=True)
-            except Exception as exc:  # httpx's errors: the API cannot be reached
+                response = upstream.send(self.command, self.path, headers, body)
+            except (OSError, http.client.HTTPException) as exc:  # the API cannot be reached
+                upstream.drop()
                 error = f"model API: cannot connect ({type(exc).__name__}: {exc})"
                 self.send_error_json(502, "api_error", f"teamd forwarder: {error}")
                 return
+            whole = False
             try:
-                status, answer_headers = response.status_code, response.headers
+                status, answer_headers = response.status, response.headers
                 self.send_response(status)
-                for k, v in response.headers.items():
+                for k, v in response.getheaders():
                     if k.lower() not in HOP:
                         self.send_header(k, v)
+                if self.command == "HEAD":  # an answer with no body
+                    self.send_header("content-length", "0")
+                    self.end_headers()
+                    whole = True
+                    return
                 self.send_header("transfer-encoding", "chunked")
                 self.end_headers()
                 try:
-                    for chunk in response.iter_raw():
+                    while chunk := response.read1(CHUNK):
                         if model_name is not None:
                             reader.feed(chunk)
                         self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
                         self.wfile.flush()
+                    whole = True
                     # counted before the answer ends: the client's next call is checked
                     # against a spend that holds this one
                     if model_name is not None:
@@ -244,11 +254,12 @@ class _Handler(BaseHTTPRequestHandler):
                 except (BrokenPipeError, ConnectionResetError):
                     error = "model API: cut short: Claude Code went away mid-answer"
                     self.close_connection = True
-                except Exception as exc:  # the API's side of the stream broke
+                except (OSError, http.client.HTTPException) as exc:  # the API's side broke
                     error = f"model API: cut short ({type(exc).__name__}: {exc})"
                     self.close_connection = True
             finally:
-                response.close()
+                if not whole:
+                    upstream.drop()  # an answer not read to its end: the connection goes
         finally:
             if model_name is not None:
                 fwd.counted(model_name, status, answer_headers, reader,

@@ -179,6 +179,11 @@ class Client:
     refused: str | None = None  #: why no call can succeed (no API key: `apikey.refusal`)
 
 
+def tls_context() -> ssl.SSLContext | None:
+    """The TLS context `warm_up` built before the fork (None when it did not run)."""
+    return _TLS_CONTEXT
+
+
 def http_client(**options: Any) -> Any:
     """The SDK's HTTP client, with the TLS context `warm_up` built once before the fork."""
     if _TLS_CONTEXT is not None:

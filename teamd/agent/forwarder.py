@@ -34,7 +34,7 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any, cast
 
-from teamd import apikey, calls, ratelimit
+from teamd import apikey, calls, ratelimit, settings
 from teamd.agent import accounting, model
 from teamd.agent.sse_usage import UsageReader
 from teamd.agent.upstream import Upstream
@@ -117,6 +117,8 @@ class Forwarder:
         is paused and the lead told, and the call is answered with this line."""
         m = self.m
         with self.lock:
+            # teamd.toml as it is now (SIGHUP applies from the next call: prices, limits)
+            m.conf = settings.load_or_keep(m.ws, m.conf)
             line, _ = m.gate.pause()
         return line
 
@@ -133,9 +135,9 @@ class Forwarder:
         answer says."""
         m = self.m
         if error is None and reader.error is not None:  # an error event mid-stream
-            error = f"model API: {reader.error_kind() or 'error'} mid-answer"
+            error = f"model API: {model.error_kind(reader.error_type())} mid-answer"
         if error is None and status is not None and status >= 400:
-            error = f"model API: {status} {reader.error_kind() or 'error'}"
+            error = f"model API: {status} {model.error_kind(reader.error_type())}"
         usage = None if error is not None else reader.usage()
         if error is None and usage is None:
             error = "model API: the answer carried no usage"

@@ -345,8 +345,12 @@ def limited_until(headers: Mapping[str, str]) -> float | None:
 
 
 def _kind(exc: anthropic.APIStatusError) -> str:
-    err = _error_of(exc)
-    kind = str(err.get("type") or "error").replace("_error", "")
+    return error_kind(_error_of(exc).get("type"))
+
+
+def error_kind(error_type: Any) -> str:
+    """An API error's type in `last_error`'s words: `rate_limit_error` → "rate limited"."""
+    kind = str(error_type or "error").replace("_error", "")
     return {"overloaded": "overloaded", "rate_limit": "rate limited"}.get(kind, kind)
 
 

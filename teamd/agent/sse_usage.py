@@ -81,11 +81,11 @@ class UsageReader:
             return None
         return prices.usage_of(self.found)
 
-    def error_kind(self) -> str | None:
-        """An error answer's type, in the words `model.py` uses ("overloaded", …)."""
+    def error_type(self) -> str | None:
+        """An error answer's type (`overloaded_error`, …), from its event or its body."""
         error = self.error
         if error is None and not self.streamed:
             whole = self.whole()
             error = whole.get("error") if isinstance(whole, dict) else None
         kind = error.get("type") if isinstance(error, dict) else None
-        return str(kind).replace("_error", "") if kind else None
+        return str(kind) if kind else None

@@ -12,6 +12,7 @@ import hashlib
 import http.client
 import json
 import subprocess
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -151,3 +152,42 @@ def test_a_request_without_the_stand_in_key_reaches_nothing(
         if path.is_file():
             assert KEY.encode() not in path.read_bytes(), path
     assert files.read_json(ws.spend(TEAM)) is not None
+
+
+def test_a_429_holds_the_root_back_and_the_next_call_waits_it_out(
+        forwarder: Forwarder, server: ScriptedServer, ws: Workspace) -> None:
+    server.set_scenario({"rules": [
+        {"name": "limited", "times": 1, "error": {"status": 429, "retry_after": 1.5}}]})
+    status, text = ask(forwarder, {"x-api-key": forwarder.stand_in})
+    assert status == 429 and "rate_limit_error" in text  # passed through, unchanged
+    held = files.read_json(ws.ratelimit_file)
+    assert held is not None
+    assert (held["status"], held["source"]) == (429, "retry-after")
+    [failed] = events_of(ws, "coder", "model_call")
+    assert failed["error"] == "model API: 429 rate limited" and failed["input_tokens"] == 0
+    # the next call is held at the forwarder until the root may call again
+    status, text = ask(forwarder, {"x-api-key": forwarder.stand_in})
+    assert status == 200, text
+    limited, second = server.requests
+    assert limited["status"] == 429
+    assert second["received_at"] >= held["until"]
+
+
+def test_a_call_waits_for_a_call_slot(forwarder: Forwarder, server: ScriptedServer,
+                                      ws: Workspace) -> None:
+    (ws.root / "teamd.toml").write_text("max_concurrent_calls = 1\n")
+    files.ensure_dir(ws.calls_dir)
+    slot = files.lock(ws.calls_dir / "0")
+    slot.acquire()  # another member's call in flight holds the only slot
+    answers: list[tuple[int, str]] = []
+    asking = threading.Thread(target=lambda: answers.append(
+        ask(forwarder, {"x-api-key": forwarder.stand_in})))
+    asking.start()
+    try:
+        with pytest.raises(TimeoutError):  # held back while the slot is taken
+            server.wait_for(timeout=1.0)
+    finally:
+        slot.release()
+    asking.join(10)
+    assert [status for status, _ in answers] == [200]
+    assert len(server.requests) == 1

@@ -25,7 +25,15 @@ from teamd.agent.loop import Member
 from teamd.layout import Workspace
 from teamd.scripted import ScriptedServer
 from tests import claude_code
-from tests.harness import TEAM, events_of, lead_inbox, make_live, make_team, member
+from tests.harness import (
+    TEAM,
+    events_of,
+    lead_inbox,
+    make_live,
+    make_team,
+    member,
+    wait_until,
+)
 
 KEY = "sk-ant-real-key-of-the-test-0123456789"
 IDENTITY = f"You are teammate 'coder' in team '{TEAM}'."
@@ -191,3 +199,20 @@ def test_a_call_waits_for_a_call_slot(forwarder: Forwarder, server: ScriptedServ
     asking.join(10)
     assert [status for status, _ in answers] == [200]
     assert len(server.requests) == 1
+
+
+def test_a_call_cut_short_by_its_client_is_a_model_call_with_its_error(
+        forwarder: Forwarder, server: ScriptedServer, ws: Workspace) -> None:
+    # an answer that never ends, as a long stream would be when Claude Code is killed in it
+    server.set_scenario({"rules": [{"name": "endless", "trickle": 0.05}]})
+    conn = http.client.HTTPConnection("127.0.0.1", forwarder.port, timeout=10)
+    conn.request("POST", "/v1/messages", body=json.dumps({
+        "model": "claude-opus-5-5", "max_tokens": 5, "stream": True,
+        "messages": [{"role": "user", "content": "hi"}]}), headers={
+        "content-type": "application/json", "x-api-key": forwarder.stand_in})
+    response = conn.getresponse()
+    assert response.status == 200 and response.read(1)  # the answer is flowing
+    conn.close()  # the client goes, mid-answer
+    [cut] = wait_until(lambda: events_of(ws, "coder", "model_call"), what="the cut call counted")
+    assert cut["error"].startswith("model API: cut short") and cut["input_tokens"] == 0
+    assert member(ws, TEAM, "coder")["usage"]["input_tokens"] == 0

@@ -9,7 +9,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from teamd import files, roster, runtimes
+from teamd.agent.loop import Member
+from teamd.errors import TeamdError
 from teamd.layout import Workspace
 from tests.helpers_proc import teamctl_text
 
@@ -86,3 +90,15 @@ def test_the_claude_code_cli_is_checked_at_spawn(ws: Workspace, tmp_path: Path) 
     assert "runtime must be one of teamd, claude-code" in bogus.stderr
     assert "did you mean 'claude-code'" in bogus.stderr
     assert members(ws) == []
+
+
+def test_a_claude_code_entry_written_by_hand_is_never_run_as_teamd(ws: Workspace) -> None:
+    assert teamctl_text(ws, "create", TEAM).returncode == 0
+    assert teamctl_text(ws, "spawn", TEAM, "alice", "--prompt", "p").returncode == 0
+
+    def by_hand(doc: files.Json) -> None:
+        roster.get(doc, "alice")["runtime"] = "claude-code"
+
+    roster.update(ws, TEAM, by_hand)
+    with pytest.raises(TeamdError, match="cannot run claude-code members yet"):
+        Member(ws, TEAM, "alice")

@@ -92,6 +92,9 @@ def init(force: Annotated[bool, typer.Option("--force", help="Overwrite an exist
 app.command()(config.config)
 
 
+RuntimeOpt = Annotated[str | None, typer.Option(
+    metavar="RUNTIME", help="The agent: teamd (built in) or claude-code (not yet runnable "
+    "in this build). Default: the team's, else teamd.toml's runtime.", show_default=False)]
 BudgetOpt = Annotated[float | None, typer.Option(
     "--budget", metavar="USD", help="A spending cap in US dollars: at it, no more model calls "
     "until it is raised (`teamctl budget`).", show_default=False)]
@@ -106,7 +109,7 @@ def create(team: TeamArg,
            repo: Annotated[str | None, typer.Option(
                metavar="DIR", help="The team's git repository (default with --worktrees: "
                "the one holding the root).")] = None,
-           budget_usd: BudgetOpt = None,
+           budget_usd: BudgetOpt = None, runtime: RuntimeOpt = None,
            as_json: JsonOpt = False) -> None:
     """Create a team: its roster, inbox folder and task board.
 
@@ -116,6 +119,7 @@ def create(team: TeamArg,
       teamctl create api --worktrees --repo ~/src/app
     """
     config = actions.create_team(ws(), team, description, repo=repo, worktrees_on=worktrees_on,
+                                 runtime=runtime,
                                  budget_usd=budget_usd)
     if as_json:
         output.emit_json(config)
@@ -144,6 +148,7 @@ def spawn(
                     ] = None,
     budget_usd: BudgetOpt = None, as_json: JsonOpt = False,
     effort: Annotated[str, typer.Option(help="Thinking effort: low, medium, high, max.")] = "",
+    runtime: RuntimeOpt = None,
 ) -> None:
     """Add a member with desired=running; the supervisor forks its process.
 
@@ -153,7 +158,8 @@ def spawn(
     """
     member = actions.spawn(ws(), team, name, prompt, role=role, model=model,
                            plan_mode=plan_mode, cwd=cwd, lead=lead, worktree=worktree,
-                           base=base, budget_usd=budget_usd, effort=effort)
+                           base=base, budget_usd=budget_usd, effort=effort,
+                           runtime=runtime)
     from teamctl import advice, models
 
     if as_json:

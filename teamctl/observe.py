@@ -15,7 +15,7 @@ from typing import Any
 
 import psutil
 
-from teamd import board, branches, budget, gitcmd, pidfile, requests, roster
+from teamd import board, branches, budget, gitcmd, pidfile, requests, roster, runtimes
 from teamd.errors import BadInput, TeamdError
 from teamd.files import Json
 from teamd.layout import Workspace
@@ -92,8 +92,9 @@ def branch_facts(member: Json) -> dict[str, Any]:
 def status_doc(ws: Workspace, team_names: list[str]) -> Json:
     """The `status` document: each member as its roster entry, plus `live`, `uptime`,
     `cpu_percent`, `pss`, `rss`, `plan_gate`, `pending_requests`, `waiting_for`, `branch`
-    and `ahead` (a worktree member's), and `current_task` as the board has it (the lowest
-    in-progress task it owns: the board is the truth); each team with its `spent_usd`
+    and `ahead` (a worktree member's), `runtime` (`teamd` for an entry without one), and
+    `current_task` as the board has it (the lowest in-progress task it owns: the board is
+    the truth); each team with its `spent_usd`
     (spend.json), `budget_usd` and `supervisor_error` (`{"reason", "ts"}`: teamd's latest
     error for it that still holds, from teamd.json). A team whose files cannot be read (a
     hand-edited `config.json`) hides no other: it is listed in `unreadable` with the reason."""
@@ -135,6 +136,7 @@ def status_doc(ws: Workspace, team_names: list[str]) -> Json:
             fact = facts.get(f"{config['name']}/{m['name']}")
             started = m.get("started_at")
             rows.append({**m, **(fact or blank), "live": fact is not None,
+                         "runtime": runtimes.of(m),
                          "uptime": now - float(started) if fact and started else None,
                          "current_task": board.current_task(tasks, m["name"]),
                          "plan_gate": plan_gate(m, records),

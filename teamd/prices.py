@@ -55,11 +55,15 @@ def input_tokens(usage: Mapping[str, Any]) -> int:
 
 
 def usage_of(usage: Any) -> dict[str, int]:
-    """A reply's `usage` (the SDK's object) as teamd records it: the four counts and the
-    1-hour part of the cache writes (0 when the API reports no split)."""
-    counts = {key: int(getattr(usage, key, 0) or 0) for key in TOKEN_KEYS}
-    split = getattr(usage, "cache_creation", None)
-    counts[ONE_HOUR] = min(int(getattr(split, "ephemeral_1h_input_tokens", 0) or 0),
+    """A reply's `usage` (the SDK's object, or the JSON a forwarded reply carries) as teamd
+    records it: the four counts and the 1-hour part of the cache writes (0 when the API
+    reports no split)."""
+    def field(of: Any, key: str) -> Any:
+        return of.get(key) if isinstance(of, Mapping) else getattr(of, key, None)
+
+    counts = {key: int(field(usage, key) or 0) for key in TOKEN_KEYS}
+    split = field(usage, "cache_creation")
+    counts[ONE_HOUR] = min(int(field(split, "ephemeral_1h_input_tokens") or 0),
                            counts["cache_creation_input_tokens"])
     return counts
 

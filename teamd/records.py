@@ -80,6 +80,7 @@ class MemberSpec(TypedDict):
     budget_usd: NotRequired[float | None]
     worktree: NotRequired[Worktree | None]
     effort: NotRequired[str]  # output_config.effort; "": the setting's (CONTRACT §6)
+    runtime: NotRequired[str]  # "teamd" or "claude-code"; absent: "teamd" (CONTRACT §14)
 
 
 class Member(MemberSpec, MemberStatus):

@@ -36,7 +36,8 @@ TABLES = ("permissions", "hooks", "prices")
 EFFORTS = ("low", "medium", "high", "max")
 CHOICES: dict[str, tuple[str, ...]] = {"lead_wake_on_idle": ("quiet", "each"),
                                        "cache_ttl": ("auto", "5m", "1h"),
-                                       "effort": ("", *EFFORTS)}
+                                       "effort": ("", *EFFORTS),
+                                       "runtime": ("teamd", "claude-code")}
 
 
 @dataclass(frozen=True)
@@ -69,6 +70,10 @@ class Settings:
     api_key_file: str = ""
     #: output_config.effort for members that set none; "" = the model's default (§6, §10)
     effort: str = ""
+    #: a new member's agent: "teamd" (built in) or "claude-code" (CONTRACT §14)
+    runtime: str = "teamd"
+    #: the Claude Code command for `claude-code` members (§14)
+    claude_code: str = "claude"
     permissions: Permissions = field(default_factory=Permissions)
     #: hook name → shell command, only the hooks that are set
     hooks: Mapping[str, str] = field(default_factory=dict)

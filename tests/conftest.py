@@ -19,6 +19,7 @@ import pytest
 
 from teamd.layout import Workspace
 from teamd.scripted import ScriptedServer
+from tests import claude_code
 from tests.gitrepo import make_repo
 from tests.harness import TEAM, make_team
 
@@ -114,3 +115,10 @@ def repo(ws: Workspace) -> Path:
     # the test harness's own log of `teamd run` (tests/harness.py) is no product file
     (made / ".git" / "info" / "exclude").write_text("/teamd.log\n")
     return made
+
+
+@pytest.fixture(scope="session")
+def claude() -> Path:
+    """The pinned Claude Code CLI (tests/claude_code.py), installed on first use; the test
+    is skipped, saying why, where npm is absent."""
+    return claude_code.installed()

@@ -20,6 +20,7 @@ from teamd import (
     policy,
     requests,
     roster,
+    runtimes,
     settings,
     worktrees,
 )
@@ -40,11 +41,13 @@ def _already_in(team: str, name: str, existing: Mapping[str, Any]) -> BadInput:
 def spawn(ws: Workspace, team: str, name: str, prompt: str, *, role: str = "",
           model: str | None = None, plan_mode: bool = False, cwd: str | None = None,
           lead: bool = False, worktree: bool | None = None, base: str | None = None,
-          budget_usd: float | None = None, effort: str = "") -> Member:
+          budget_usd: float | None = None, effort: str = "",
+          runtime: str | None = None) -> Member:
     """Add a member with `desired=running`; the supervisor forks it. With a worktree
     (`worktree`, default: the team's `worktrees` for a teammate) it works in its own git
     worktree, made first and taken back if it cannot be added (§13). `budget_usd` caps its
-    spend (§12); `effort` is its `output_config.effort` ("": the setting's, §6)."""
+    spend (§12); `effort` is its `output_config.effort` ("": the setting's, §6); `runtime`
+    its agent (None: the team's, else the setting's; `teamd.runtimes`, §14)."""
     validate_member_name(name)
     effort = settings.check("effort", effort, "--effort")
     budget_usd = None if budget_usd is None else budget.parse_usd(budget_usd, "--budget")
@@ -58,6 +61,9 @@ def spawn(ws: Workspace, team: str, name: str, prompt: str, *, role: str = "",
         raise BadInput("a member needs a --prompt")
     inbox.check_content(prompt)
     config = require_team(ws, team, accepting=True)  # the LLM lead works in the repository
+    conf = settings.load_or_keep(ws, settings.Settings())
+    runtime = runtimes.choose(runtime, config.get("runtime"), conf)
+    runtimes.check_spawn(runtime, conf)
     workdir = Path(cwd).expanduser() if cwd else Path(config["repo"]) if lead and config.get(
         "repo") else ws.root
     if not workdir.is_dir():
@@ -88,6 +94,7 @@ def spawn(ws: Workspace, team: str, name: str, prompt: str, *, role: str = "",
                                    plan_mode_required=plan_mode, cwd=str(workdir.resolve()),
                                    budget_usd=budget_usd)
         member["worktree"], member["effort"] = cast(Worktree | None, record), effort
+        member["runtime"] = runtime
         config["members"].append(member)
         return member
 

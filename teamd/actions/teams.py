@@ -12,6 +12,7 @@ from teamd import (
     events,
     files,
     roster,
+    settings,
     worktrees,
 )
 from teamd.errors import BadInput
@@ -23,11 +24,16 @@ WINDING_DOWN = ("shutdown_response", "idle_notification", "member_failed")
 
 
 def create_team(ws: Workspace, team: str, description: str = "", *, repo: str | None = None,
-                worktrees_on: bool = False, budget_usd: float | None = None) -> Json:
+                worktrees_on: bool = False, budget_usd: float | None = None,
+                runtime: str | None = None) -> Json:
     """A new team. `repo` (a folder inside a git work tree) is the team's repository;
     `worktrees_on` gives each teammate its own worktree of it (CONTRACT §13) — without
-    `repo`, of the repository holding the root. `budget_usd` caps its spend (§12)."""
+    `repo`, of the repository holding the root. `budget_usd` caps its spend (§12);
+    `runtime` is its members' agent unless a spawn names another (§14; None: the
+    setting's, read at each spawn)."""
     validate_name(team, "team name")
+    if runtime is not None:
+        runtime = settings.check("runtime", runtime, "--runtime")
     budget_usd = None if budget_usd is None else budget.parse_usd(budget_usd, "--budget")
     if ws.team_exists(team):
         raise BadInput(f"team {team!r} already exists")
@@ -45,6 +51,7 @@ def create_team(ws: Workspace, team: str, description: str = "", *, repo: str | 
     config = roster.new_roster(team, description, budget_usd)
     config.setdefault("repo", str(top) if top is not None else None)
     config.setdefault("worktrees", bool(worktrees_on))
+    config.setdefault("runtime", runtime)
     with files.lock(ws.config(team)):
         if ws.team_exists(team):
             raise BadInput(f"team {team!r} already exists")

@@ -68,17 +68,10 @@ class BudgetGate:
         """Before a model call: while something holds it, make none. A budget reached is
         journaled (`budget_reached`) and told to the lead once (the LLM lead tells the
         person); a model with no price is said in `last_error`."""
-        reached = self.reached()
-        line = reached.line() if reached is not None else self.blind()
+        line, reached = self.pause()
         if line is None:
-            self.told = False
             return
         m = self.m
-        log.warning("%s: paused, no model call until it may go on", line)
-        m.standing.update(status=Status.PAUSED, last_error=line)
-        if reached is not None and not self.told:
-            self.told = True
-            self.tell(reached, line)
         watcher = m.waits.watcher()
         m.waits.watch_roster = True  # armed before the check below: no raise slips past
         try:
@@ -93,6 +86,25 @@ class BudgetGate:
         log.info("no budget holds the call any more: going on")
         self.told = False
         m.standing.update(status=Status.ACTIVE, last_error=None)
+
+    def pause(self) -> tuple[str | None, budget.Reached | None]:
+        """Before a model call, without waiting: what holds it (`last_error`'s line) and
+        the budget reached, if any. Held, the member is `paused` and the lead told of a
+        budget reached, once. The forwarder of a Claude Code member answers the call with
+        the line; `wait` waits until nothing holds it."""
+        reached = self.reached()
+        line = reached.line() if reached is not None else self.blind()
+        if line is None:
+            self.told = False
+            return None, None
+        m = self.m
+        if m.standing.status != Status.PAUSED:
+            log.warning("%s: paused, no model call until it may go on", line)
+        m.standing.update(status=Status.PAUSED, last_error=line)
+        if reached is not None and not self.told:
+            self.told = True
+            self.tell(reached, line)
+        return line, reached
 
     def tell(self, reached: budget.Reached, line: str) -> None:
         m = self.m

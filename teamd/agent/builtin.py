@@ -2,8 +2,9 @@
 
 Behind `teamd.agent.runtime.Runtime`: each turn takes the inbox in, compacts the history
 when its context has grown past `compact_threshold`, calls the model — with retries, the
-root's shared back-off, call slots and budgets — and does what the stop reason asks
-(`stops`): tools run through the member's `Toolbox`, a cut reply continued, the turn ended.
+root's shared back-off, call slots and budgets, each call counted by `accounting` — and
+does what the stop reason asks (`stops`): tools run through the member's `Toolbox`, a cut
+reply continued, the turn ended.
 Every step is recorded in the session first, so a restart resumes it without re-running a
 tool.
 """
@@ -15,8 +16,8 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any
 
-from teamd import events, model_limits, prices, ratelimit, settings
-from teamd.agent import compaction, context, model, stops
+from teamd import events, model_limits, ratelimit, settings
+from teamd.agent import accounting, compaction, context, model, stops
 from teamd.agent.cache_ttl import CacheTTL
 from teamd.agent.runtime import GOES_ON, TurnOutcome
 from teamd.agent.session import INTERRUPTED
@@ -166,29 +167,23 @@ class BuiltinRuntime:
                 failure = exc
             finally:
                 slot.close()
-            price = prices.price_of(m.model_name, m.conf.prices)
             if failure is not None:
-                events.emit(m.ws, m.team, "model_call", member=m.name,
-                            model=m.model_name, error=str(failure), ms=None,
-                            stop_reason=None, cost_usd=prices.cost({}, price),
-                            **dict.fromkeys(prices.CALL_KEYS, 0))
+                accounting.count_call(m, m.model_name, None, ms=None, stop_reason=None,
+                                      error=str(failure))
                 if not failure.retryable:
                     self.api_refused(str(failure))
                     return None
                 self.wait_to_retry(failure)
                 continue
             assert reply is not None
-            cost = prices.cost(reply.usage, price)
             self.cache.saw(reply.usage)
-            events.emit(m.ws, m.team, "model_call", member=m.name,
-                        model=m.model_name, ms=round(reply.ms, 1), error=None,
-                        cost_usd=cost, stop_reason=reply.stop_reason, **reply.usage,
-                        thinking=context.thinking_text(reply.content))
-            m.standing.add_usage(reply.usage, clear_error=True, cost=cost)
+            accounting.count_call(m, m.model_name, reply.usage, ms=reply.ms,
+                                  stop_reason=reply.stop_reason,
+                                  thinking=context.thinking_text(reply.content))
             self.api_failures = 0
             m.api_told.clear()
             if reply.limited_until is not None:
-                self.hold_root_back(reply.limited_until)
+                accounting.hold_root_back(m, m.model_name, reply.limited_until)
             return reply
 
     def must_hold_off(self) -> bool:
@@ -197,19 +192,6 @@ class BuiltinRuntime:
         m = self.m
         return m.gate.holds() is not None or ratelimit.in_force(
             m.ws, m.conf.retry_max_wait) is not None
-
-    def hold_root_back(self, until: float) -> None:
-        """An answer said a rate-limit family is used up until `until`: the whole root
-        waits until then (ratelimit.json, `source: headers`), before any 429."""
-        m = self.m
-        until = min(until, time.time() + m.conf.retry_max_wait)
-        if until <= time.time():
-            return
-        now_in_force = ratelimit.record(m.ws, until=until, status=None,
-                                        model=m.model_name, source="headers")
-        if now_in_force.get("until") == until:  # ours, not an earlier, longer one
-            events.emit(m.ws, m.team, "rate_limited", member=m.name, status=None,
-                        until=until, source="headers")
 
     def wait_to_retry(self, exc: model.ModelUnavailable) -> None:
         """Wait before the next try: the server's `retry-after`, else doubling from
@@ -225,11 +207,8 @@ class BuiltinRuntime:
             source = "backoff"
         until = time.time() + wait
         if exc.status in model.SHARED_BACKOFF_STATUSES:
-            ratelimit.record(m.ws, until=until, status=exc.status, model=m.model_name,
-                             source=source)
-            events.emit(m.ws, m.team, "rate_limited", member=m.name,
-                        status=exc.status, until=until, source=source)
-        line = f"{exc}, retrying at {_clock(until)}"
+            accounting.rate_limited(m, m.model_name, exc.status, until, source)
+        line = f"{exc}, retrying at {accounting.clock(until)}"
         log.warning(line)
         m.standing.update(status=Status.ACTIVE, last_error=line)
         if self.api_failures >= TELL_LEAD_AFTER:
@@ -241,13 +220,10 @@ class BuiltinRuntime:
         of sending, saying so."""
         m = self.m
         while (limit := ratelimit.in_force(m.ws, m.conf.retry_max_wait)) is not None:
-            until = float(limit["until"])
-            what = limit.get("status") or "a rate limit used up, said the headers"
-            line = (f"model API: rate limited (shared) until {_clock(until)}: the root is "
-                    f"rate limited ({what} for {limit.get('model')})")
+            line = accounting.backoff_line(limit)
             log.info(line)
             m.standing.update(status=Status.ACTIVE, last_error=line)
-            m.waits.wait_out(until, "the model API is rate limited")
+            m.waits.wait_out(float(limit["until"]), "the model API is rate limited")
 
     def api_refused(self, text: str) -> None:
         """An answer retrying cannot mend (400, 401, 403, 404, 413, a body that is not a
@@ -261,7 +237,3 @@ class BuiltinRuntime:
         m.tell_lead_once("refused", f"the model API refused the call ({text}); not "
                          "retried: waiting for the next message")
 
-
-def _clock(epoch: float) -> str:
-    """A time of day for `last_error` ("retrying at 14:03:21")."""
-    return time.strftime("%H:%M:%S", time.localtime(epoch))

@@ -20,7 +20,7 @@ import signal
 import time
 from pathlib import Path
 
-from teamd import events, inbox, policy, requests, roster, settings, wake
+from teamd import events, inbox, policy, requests, roster, runtimes, settings, wake
 from teamd.agent import context
 from teamd.agent.budget_gate import BudgetGate
 from teamd.agent.builtin import BuiltinRuntime
@@ -61,6 +61,8 @@ class Member:
         self.cwd = Path(member["cwd"])
         if not self.cwd.is_dir():
             raise TeamdError(f"working directory {self.cwd} does not exist")
+        if runtimes.of(member) != runtimes.TEAMD:  # an entry edited by hand: never half-run
+            raise TeamdError(f"runtime {runtimes.of(member)}: {runtimes.NOT_YET}")
         self.prompt = member["prompt"]
         self.model_name = member.get("model") or self.conf.model
         self.effort = str(member.get("effort") or "")  # else the setting's, at each call

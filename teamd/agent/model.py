@@ -179,7 +179,12 @@ class Client:
     refused: str | None = None  #: why no call can succeed (no API key: `apikey.refusal`)
 
 
-def _http_client(**options: Any) -> Any:
+def tls_context() -> ssl.SSLContext | None:
+    """The TLS context `warm_up` built before the fork (None when it did not run)."""
+    return _TLS_CONTEXT
+
+
+def http_client(**options: Any) -> Any:
     """The SDK's HTTP client, with the TLS context `warm_up` built once before the fork."""
     if _TLS_CONTEXT is not None:
         options["verify"] = _TLS_CONTEXT
@@ -214,7 +219,7 @@ def make_client(api_timeout: float = 600.0) -> Client:
         seen.update((k.lower(), v) for k, v in response.headers.items()
                     if k.lower().startswith("anthropic-ratelimit-"))
 
-    http = _http_client(event_hooks={"request": [on_request], "response": [on_response]})
+    http = http_client(event_hooks={"request": [on_request], "response": [on_response]})
     sdk = anthropic.Anthropic(max_retries=0, timeout=anthropic.Timeout(api_timeout),
                               http_client=http,
                               api_key=apikey.get() or "missing")
@@ -340,8 +345,12 @@ def limited_until(headers: Mapping[str, str]) -> float | None:
 
 
 def _kind(exc: anthropic.APIStatusError) -> str:
-    err = _error_of(exc)
-    kind = str(err.get("type") or "error").replace("_error", "")
+    return error_kind(_error_of(exc).get("type"))
+
+
+def error_kind(error_type: Any) -> str:
+    """An API error's type in `last_error`'s words: `rate_limit_error` → "rate limited"."""
+    kind = str(error_type or "error").replace("_error", "")
     return {"overloaded": "overloaded", "rate_limit": "rate limited"}.get(kind, kind)
 
 
@@ -403,7 +412,7 @@ def warm_up() -> None:
         logger.setLevel(logging.WARNING)
     try:
         _TLS_CONTEXT = httpx.create_ssl_context()  # as httpx would, trust store and env
-        anthropic.Anthropic(api_key="warm-up", http_client=_http_client()).close()
+        anthropic.Anthropic(api_key="warm-up", http_client=http_client()).close()
         transport = httpx.MockTransport(lambda request: httpx.Response(200, json=WARM_REPLY))
         cache = {"type": "ephemeral"}
         params: dict[str, Any] = dict(  # the shapes a teammate sends: caching, tools, results

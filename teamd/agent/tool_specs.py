@@ -177,7 +177,10 @@ TOOL_SPECS: dict[str, dict[str, Any]] = {s["name"]: s for s in (
                         "description": "Its own git worktree and branch (optional)."},
            "effort": {"type": "string", "enum": ["low", "medium", "high", "max"],
                       "description": "How hard it thinks (optional; default: the team's "
-                      "setting)."}},
+                      "setting)."},
+           "runtime": {"type": "string", "enum": ["teamd", "claude-code"],
+                       "description": "Its agent: teamd's own, or Claude Code (optional; "
+                       "default: the team's)."}},
           ["name", "prompt", "team_name"]),
 )}
 

@@ -7,8 +7,9 @@ stop reason, and a 400 for what the API refuses. `request` reads a request into 
 rules test, `rules` owns a rule's format and matching, `scenario` the choice among rules,
 `replies` a reply's format; `server` is the object tests hold, `handler` its HTTP side,
 `wire` the bytes' shapes (JSON and SSE), `record` the record of requests; `thinking` the
-thinking blocks and their signatures, `checks` the 400s, `cache` the prompt-cache
-accounting a reply's usage reports, `__main__` the standalone process.
+thinking blocks and their signatures, `checks` the 400s, `claude_code` what Claude Code
+sends beyond teamd's own requests (betas, `system` turns, `HEAD /api/hello`), `cache` the
+prompt-cache accounting a reply's usage reports, `__main__` the standalone process.
 Standard library only; it never imports `anthropic`.
 """
 

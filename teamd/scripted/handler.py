@@ -1,11 +1,13 @@
 """The scripted server's HTTP side: routing, the endpoints, and how each answer is sent.
 
-This module owns `POST /v1/messages` (plain JSON, SSE streaming, errors with retry
-headers, and the faults a rule can ask for: a delay, a body that never ends, a body no
-client can parse, a reply cut halfway), `/v1/messages/count_tokens`, and the control
-endpoints (`GET /_health`, `GET /_requests`, `GET|POST /_scenario`). The shapes of the
-bytes are `teamd.scripted.wire`'s; the record of requests is the server's (`ScriptedServer`,
-a `teamd.scripted.record.Recorder`), which this handler reaches as its `owner`.
+This module owns `POST /v1/messages` (with or without Claude Code's `?beta=true`: plain
+JSON, SSE streaming, errors with retry headers, and the faults a rule can ask for: a delay,
+a body that never ends, a body no client can parse, a reply cut halfway),
+`/v1/messages/count_tokens`, Claude Code's `HEAD /api/hello` (`teamd.scripted.claude_code`
+reads what Claude Code sends), and the control endpoints (`GET /_health`, `GET /_requests`,
+`GET|POST /_scenario`). The shapes of the bytes are `teamd.scripted.wire`'s; the record of
+requests is the server's (`ScriptedServer`, a `teamd.scripted.record.Recorder`), which this
+handler reaches as its `owner`.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from dataclasses import replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any, cast
 
-from teamd.scripted import checks
+from teamd.scripted import checks, claude_code
 from teamd.scripted.request import RequestView
 from teamd.scripted.rules import ErrorSpec
 from teamd.scripted.scenario import Decision, Scenario
@@ -84,9 +86,20 @@ class Handler(BaseHTTPRequestHandler):
 
     # -- routing ---------------------------------------------------------------------
 
+    def do_HEAD(self) -> None:
+        path = self.path.split("?", 1)[0]
+        self.owner._record_other("HEAD", self.path)
+        self.send_response(200 if path in (claude_code.HELLO, "/_health") else 404)
+        self.send_header("content-length", "0")
+        self.end_headers()
+
     def do_GET(self) -> None:
         path = self.path.split("?", 1)[0]
-        if path == "/_health":
+        if path != "/v1/messages":
+            self.owner._record_other("GET", self.path)
+        if path == claude_code.HELLO:
+            self._send_json(200, {"message": "hello"})
+        elif path == "/_health":
             self._send_json(200, {"ok": True})
         elif path == "/_requests":
             self._send_json(200, self.owner.requests)
@@ -100,6 +113,8 @@ class Handler(BaseHTTPRequestHandler):
         path = self.path.split("?", 1)[0]
         raw = self._read_body()
         received_at = time.time()
+        if path != "/v1/messages":
+            self.owner._record_other("POST", self.path)
         if path == "/v1/messages":
             self._messages(raw, received_at)
         elif path == "/v1/messages/count_tokens":
@@ -119,10 +134,14 @@ class Handler(BaseHTTPRequestHandler):
         except (UnicodeDecodeError, json.JSONDecodeError) as exc:
             body, problem = None, f"request body is not valid JSON: {exc}"
         else:
-            problem = validate(body) or checks.refusal(body, owner.thinking)
+            problem = (validate(body) or claude_code.refusal(body)
+                       or checks.refusal(body, owner.thinking))
+        where: dict[str, Any] = {"path": self.path, "betas": claude_code.betas(
+            self.headers.get(claude_code.BETA_HEADER))}
         if problem is not None:
             view = RequestView.from_body(body if isinstance(body, dict) else {})
-            owner._record(received_at, view, body, "invalid", 400, stream=False, reply=None)
+            owner._record(received_at, view, body, "invalid", 400, stream=False, reply=None,
+                          **where)
             self._send_json(400, error_body("invalid_request_error", problem))
             return
 
@@ -146,7 +165,7 @@ class Handler(BaseHTTPRequestHandler):
             status,
             stream=stream, api_key=self.headers.get("x-api-key") or self.headers.get(
                 "authorization", "").removeprefix("Bearer ") or None,
-            reply=message["content"] if message else None,
+            reply=message["content"] if message else None, **where,
         )
         owner._in_flight(+1)
         try:

@@ -1,9 +1,11 @@
 """The scripted server's record of requests: in memory, as a JSONL log, and waits on it.
 
 This module owns what is kept of every `/v1/messages` request (who sent it, the rule that
-answered, the status, the body and reply; its key — `x-api-key` or the bearer token — only
-as a SHA-256), the per-agent request count rules' `nth` tests, the requests in flight and
-their peak, the log file (one write per line on an O_APPEND descriptor) and `wait_for`.
+answered, the status, the path with its query, the betas asked for, the body and reply;
+its key — `x-api-key` or the bearer token — only as a SHA-256), the per-agent request
+count rules' `nth` tests, the requests in flight and their peak, the requests to any other
+endpoint (`other_requests`), the log file (one write per line on an O_APPEND descriptor)
+and `wait_for`.
 `ScriptedServer` is a `Recorder`; the HTTP handler records through it.
 """
 
@@ -37,6 +39,9 @@ class Recorder:
         # `/v1/messages` requests being answered now, and the most there ever were at once
         self.in_flight = 0
         self.peak_in_flight = 0
+        # every other request to the API's endpoints (not the `/_` control ones), oldest
+        # first: {"method", "path", "received_at"} (Claude Code's `HEAD /api/hello`, …)
+        self._other: list[Record] = []
 
     def _open_log(self) -> None:
         if self.log_path is not None:
@@ -49,6 +54,19 @@ class Recorder:
         """Copies of the recorded `/v1/messages` requests, oldest first."""
         with self._cond:
             return [dict(r) for r in self._records]
+
+    @property
+    def other_requests(self) -> list[Record]:
+        """Copies of the requests to endpoints other than `/v1/messages`, oldest first."""
+        with self._cond:
+            return [dict(r) for r in self._other]
+
+    def _record_other(self, method: str, path: str) -> None:
+        if path.split("?", 1)[0].startswith("/_"):
+            return  # the control endpoints are the test's, not the client's
+        with self._cond:
+            self._other.append({"method": method, "path": path, "received_at": time.time()})
+            self._cond.notify_all()
 
     def wait_for(
         self, predicate: Predicate | None = None, timeout: float = 5.0, *, since: int = 0
@@ -108,13 +126,14 @@ class Recorder:
         *,
         stream: bool, api_key: str | None = None,
         reply: list[dict[str, Any]] | None,
+        path: str = "/v1/messages", betas: list[str] | None = None,
     ) -> None:
         record: Record = {
             "received_at": received_at, "agent": view.agent,
             "api_key_sha256": hashlib.sha256(api_key.encode()).hexdigest() if api_key else None,
             "team": view.team,
             "n": view.n,
-            "stream": stream, "rule": rule,
+            "stream": stream, "rule": rule, "path": path, "betas": list(betas or []),
             "status": status,
             "last_user_text": view.last_user_text, "n_messages": view.n_messages,
             "body": body,

@@ -14,6 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from teamd.scripted.claude_code import system_turns
+
 # The harness writes this line into the system prompt and again at the head of a compacted
 # conversation (CONTRACT section 6, "Context"), so it is the one reliable way to tell which
 # agent process sent a request.
@@ -124,7 +126,7 @@ class Identity:
 
 def parse_identity(system: Any, messages: Any = None) -> Identity | None:
     """Find the identity line in the system prompt, else at the head of the conversation."""
-    texts = [system_text(system)]
+    texts = [system_text(system), system_turns(messages)]  # Claude Code's system turns too
     if isinstance(messages, list) and messages and isinstance(messages[0], dict):
         texts.append(content_text(messages[0].get("content")))
     for text in texts:
@@ -159,7 +161,9 @@ class RequestView:
         messages = body.get("messages")
         if not isinstance(messages, list):
             messages = []
-        system = system_text(body.get("system"))
+        # a `system` turn inside `messages` (Claude Code's) is part of the system prompt
+        system = "\n".join(t for t in (system_text(body.get("system")),
+                                       system_turns(messages)) if t)
         user_index = _last_index(messages, "user")
         last_user = (
             content_text(messages[user_index].get("content")) if user_index is not None else ""

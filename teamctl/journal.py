@@ -296,7 +296,7 @@ def _every_team(w: Workspace, printer: _Printer,
 
 
 # -- transcript and attach -------------------------------------------------------------------
-def _member_session(w: Workspace, team: str, name: str
+def member_session(w: Workspace, team: str, name: str
                     ) -> tuple[Path, Path, str | None, str | None]:
     """(session file, team folder, colour, a note or None) of a member of a team, of a
     member removed from it (the session it left: nothing more will come), or of a member of
@@ -319,7 +319,7 @@ def _show_transcript(team: str, name: str, lines: int | None, follow: bool) -> N
     from teamctl import transcript as tr
 
     w = ws()
-    session, folder, color, note = _member_session(w, team, name)
+    session, folder, color, note = member_session(w, team, name)
     if note is not None:
         print(f"note: {note}", file=sys.stderr)
     if lines is not None and lines < 0:

@@ -1,0 +1,87 @@
+"""The JSON documents the web view's pages render, each built by the code behind the
+matching command, so the page shows what `teamctl … --json` shows:
+
+- teams (`/`): `teamctl status --json` of every team (`observe.status_doc`);
+- a team (`/t/TEAM`): its `status` entry, `board --json` (`observe.board_doc`),
+  `requests --pending --json`, the journal newest first as `logs` reads it
+  (`events.stream`, `output.describe_event`), and each member's spend over time (the
+  `cost_usd` of its `model_call` events, summed as they come);
+- a member (`/t/TEAM/m/NAME`): its status row and its conversation as `attach` reads it.
+"""
+
+from __future__ import annotations
+
+from teamctl import journal, observe, output, transcript
+from teamctl.web import conversation
+from teamd import actions, events, requests
+from teamd.errors import BadInput
+from teamd.files import Json
+from teamd.layout import Workspace, validate_member_name, validate_name
+from teamd.permissions import describe
+
+JOURNAL_SHOWN = 200  #: the journal's newest events a team page shows
+CALLS_CHARTED = 5000  #: the newest model calls the spend chart is drawn from
+ITEMS_SHOWN = 2000  #: the newest items of a conversation a member page shows
+
+
+def teams_doc(ws: Workspace) -> Json:
+    return observe.status_doc(ws, ws.team_names())
+
+
+def _status_of(ws: Workspace, team: str) -> tuple[Json, Json]:
+    """(the `status` document, the team's entry in it); BadInput for an unknown team."""
+    validate_name(team, "team name")
+    actions.require_team(ws, team)
+    doc = observe.status_doc(ws, [team])
+    for bad in doc["unreadable"]:
+        raise BadInput(f"team {team} cannot be read: {bad['error']}")
+    if not doc["teams"]:
+        raise BadInput(f"unknown team {team!r}")
+    return doc, doc["teams"][0]
+
+
+def _journal(ws: Workspace, team: str, member: str | None, event: str | None) -> list[Json]:
+    """The newest events, newest first, each with its `text` as `logs` prints it. With no
+    `event` asked for, the routine ones (`logs` without -v) are left out."""
+    def keep(rec: Json) -> bool:
+        if not events.concerns(rec, [member] if member else []):
+            return False
+        return rec.get("event") == event if event else not events.is_chatter(rec)
+
+    found = list(events.stream(ws.events(team), match=keep, last=JOURNAL_SHOWN))
+    return [{**rec, "text": output.describe_event(rec)} for rec in reversed(found)]
+
+
+def _spend(ws: Workspace, team: str) -> dict[str, list[list[float]]]:
+    """Each member's spend over time: [[ts, dollars so far], …] from its model calls."""
+    def paid(rec: Json) -> bool:
+        return rec.get("event") == "model_call" and bool(rec.get("cost_usd"))
+
+    series: dict[str, list[list[float]]] = {}
+    for rec in events.stream(ws.events(team), match=paid, last=CALLS_CHARTED):
+        points = series.setdefault(str(rec.get("member")), [])
+        total = (points[-1][1] if points else 0.0) + float(rec["cost_usd"])
+        points.append([events.ts_of(rec), round(total, 6)])
+    return series
+
+
+def team_doc(ws: Workspace, team: str, member: str | None = None,
+             event: str | None = None) -> Json:
+    doc, entry = _status_of(ws, team)
+    pending = [{**r, "detail": describe(r) if r.get("kind") == "permission" else None}
+               for r in requests.list_requests(ws, team, pending_only=True)]
+    return {"supervisor": doc["supervisor"], "team": entry,
+            "board": observe.board_doc(ws, team), "requests": pending,
+            "journal": _journal(ws, team, member, event), "spend": _spend(ws, team)}
+
+
+def member_doc(ws: Workspace, team: str, name: str) -> Json:
+    validate_member_name(name)
+    doc, entry = _status_of(ws, team)
+    found = next((m for m in entry["members"] if m["name"] == name), None)
+    session, _folder, _color, note = journal.member_session(ws, team, name)
+    records = transcript.history(ws, team, name, session)
+    return {"supervisor": doc["supervisor"], "team": {k: v for k, v in entry.items()
+                                                      if k != "members"},
+            "member": found, "note": note,
+            "items": conversation.items(records, name)[-ITEMS_SHOWN:]}

@@ -11,7 +11,7 @@ matching command, so the page shows what `teamctl … --json` shows:
 
 from __future__ import annotations
 
-from teamctl import journal, observe, output, transcript
+from teamctl import journal, observe, output, transcript, views
 from teamctl.web import conversation
 from teamd import actions, events, requests
 from teamd.errors import BadInput
@@ -24,15 +24,30 @@ CALLS_CHARTED = 5000  #: the newest model calls the spend chart is drawn from
 ITEMS_SHOWN = 2000  #: the newest items of a conversation a member page shows
 
 
+def _shown(doc: Json) -> Json:
+    """`doc` (a `status` document) with each team's spend, and each member's row as
+    `teamctl status` prints it (`cells`, by column header), as text: the page formats
+    nothing itself."""
+    for team in doc["teams"]:
+        team["spent_shown"] = output.dollars(team.get("spent_usd") or 0.0)
+        team["budget_shown"] = output.dollars(team.get("budget_usd"))
+        for m in team["members"]:
+            row = views.member_row(m)
+            m["cells"] = {h: str(c[0] if isinstance(c, tuple) else c)
+                          for h, c in zip(views.HEADERS, row, strict=True)}
+            m["cells"]["BRANCH"] = views.branch_cell(m)
+    return doc
+
+
 def teams_doc(ws: Workspace) -> Json:
-    return observe.status_doc(ws, ws.team_names())
+    return _shown(observe.status_doc(ws, ws.team_names()))
 
 
 def _status_of(ws: Workspace, team: str) -> tuple[Json, Json]:
     """(the `status` document, the team's entry in it); BadInput for an unknown team."""
     validate_name(team, "team name")
     actions.require_team(ws, team)
-    doc = observe.status_doc(ws, [team])
+    doc = _shown(observe.status_doc(ws, [team]))
     for bad in doc["unreadable"]:
         raise BadInput(f"team {team} cannot be read: {bad['error']}")
     if not doc["teams"]:

@@ -22,11 +22,11 @@ log = logging.getLogger("teamctl.web")
 
 def _hosts(bind: str, port: int) -> set[str]:
     """What a browser may put in `Host` for this server: the bound address (and, bound to
-    loopback, `localhost`; bound to every address, this machine's names)."""
+    loopback, `localhost`; bound to every address, loopback and this machine's names)."""
     names = {bind}
-    if loopback(bind):
+    if loopback(bind) or bind in ("0.0.0.0", "::"):
         names |= {"127.0.0.1", "localhost", "[::1]"}
-    elif bind in ("0.0.0.0", "::"):
+    if bind in ("0.0.0.0", "::"):
         names |= {socket.gethostname(), socket.getfqdn()}
     names = {f"[{n}]" if ":" in n and not n.startswith("[") else n for n in names}
     return {f"{n.lower()}:{port}" for n in names}

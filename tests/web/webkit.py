@@ -57,7 +57,9 @@ class Web:
         self.token = parts.query.removeprefix("token=")
 
     def output(self) -> str:
-        self.log.flush()
+        """What it logged (its standard error)."""
+        if not self.log.closed:
+            self.log.flush()
         return self.log_path.read_text(errors="replace")
 
     def stop(self) -> int:

@@ -30,6 +30,12 @@ def test_roster_board_and_conversation_update_live(ws: Workspace, server: Script
     make_team(ws, workdir, "alice")
     with running_teamd(ws, server.url):
         wait_status(ws, "alice", "idle")
+        teams = open_page(browser, web, "/")
+        card = teams.page.locator(f'[data-team="{TEAM}"]')
+        card.locator(".s-idle >> text='1 idle'").wait_for(timeout=LIVE_MS)
+        assert "tasks: 0 pending, 0 in progress, 0 completed" in card.inner_text()
+        actions.create_team(ws, "second", "a team made while the page is open")
+        teams.page.wait_for_selector('[data-team="second"]', timeout=LIVE_MS)
         team = open_page(browser, web, f"/t/{TEAM}")
         page = team.page
         page.evaluate("window.__same = 'no reload'")
@@ -59,4 +65,4 @@ def test_roster_board_and_conversation_update_live(ws: Workspace, server: Script
         talk.wait_for_selector('[data-kind="text"] >> text=/LIVE-PONG-41 on it/',
                                timeout=LIVE_MS)
         assert talk.evaluate("window.__same") == "no reload"
-        assert not team.errors and not member.errors, (team.errors, member.errors)
+        assert not teams.errors and not team.errors and not member.errors

@@ -18,7 +18,7 @@ function el(tag, attrs, ...children) {
     else if (key === "style") Object.assign(node.style, value);  // CSSOM: allowed by the CSP
     else node.setAttribute(key, value === true ? "" : String(value));
   }
-  for (const child of children.flat()) {
+  for (const child of children.flat(Infinity)) {
     if (child === null || child === undefined || child === false) continue;
     node.append(child instanceof Node ? child : document.createTextNode(String(child)));
   }
@@ -47,7 +47,7 @@ function bar(spent, budget) {
             el("span", {style: {width: `${(share * 100).toFixed(1)}%`}}));
 }
 function replace(node, ...children) {
-  node.replaceChildren(...children.flat().filter((c) => c !== null && c !== undefined));
+  node.replaceChildren(...children.flat(Infinity).filter((c) => c !== null && c !== undefined));
 }
 
 // -- talking to the server ----------------------------------------------------------------
@@ -154,7 +154,7 @@ function renderTeams(doc) {
          el("span", {className: "muted small"}, `(${team.state})`)),
       team.description ? el("p", {className: "muted"}, team.description) : null,
       el("p", {}, "members: ", Object.keys(byStatus).length
-        ? Object.entries(byStatus).map(([s, n]) => [badge(s, `${n} ${s}`), " "])
+        ? Object.entries(byStatus).flatMap(([s, n]) => [badge(s, `${n} ${s}`), " "])
         : el("span", {className: "muted"}, "none")),
       el("p", {}, `tasks: ${team.tasks.pending} pending, ${team.tasks.in_progress} in progress, `
                   + `${team.tasks.completed} completed`),
@@ -217,9 +217,9 @@ function buildTeam() {
                          el("button", {type: "submit"}, "Set budget")],
     (v) => act(team, {action: "budget", usd: v.usd, member: v.member || null}));
   replace(main, view.head,
+    el("section", {}, el("h2", {}, "Roster"), view.roster),
     el("div", {className: "cols"},
       el("div", {},
-        el("section", {}, el("h2", {}, "Roster"), view.roster),
         el("section", {}, el("h2", {}, "Board"), view.board),
         el("section", {}, el("h2", {}, "Spend over time"), view.chart)),
       el("div", {},
@@ -251,23 +251,20 @@ function renderTeam(doc) {
     supervisorLine(doc.supervisor),
     t.supervisor_error ? el("p", {className: "err"}, `teamd error: ${t.supervisor_error.reason}`) : null);
   // roster
-  const heads = ["NAME", "RUNTIME", "HOST", "STATUS", "TASK", "UPTIME", "CPU%", "PSS", "TOKENS", "COST",
-                 "RESTARTS", "BRANCH", "NOTES", "LAST ERROR", ""];
+  const branches = t.members.some((m) => m.branch);  // as `teamctl status`: only in git worktrees
+  const heads = ["NAME (RUNTIME @ HOST)", "STATUS", "TASK", "UPTIME", "CPU%", "PSS", "TOKENS", "COST",
+                 "RESTARTS", branches ? "BRANCH" : null, "NOTES", "LAST ERROR", ""].filter((h) => h !== null);
   const rows = t.members.map((m) => {
     const c = m.cells, cost = (m.usage || {}).cost_usd || 0;
-    const ask = (action, extra) => () => act(team, {action, name: m.name, ...(extra || {})});
     return el("tr", {"data-member": m.name},
-      el("td", {}, el("a", {href: `/t/${encodeURIComponent(team)}/m/${encodeURIComponent(m.name)}`}, m.name)),
-      el("td", {}, m.runtime || "teamd"), el("td", {}, m.host || "-"),
+      el("td", {}, el("a", {href: `/t/${encodeURIComponent(team)}/m/${encodeURIComponent(m.name)}`}, m.name),
+         el("div", {className: "muted small"}, (m.runtime || "teamd") + (m.host ? ` @ ${m.host}` : ""))),
       el("td", {}, badge(m.status, c.STATUS)), el("td", {}, c.TASK), el("td", {}, c.UPTIME),
       el("td", {}, c["CPU%"]), el("td", {}, c.PSS), el("td", {}, c.TOKENS),
-      el("td", {}, bar(cost, m.budget_usd), c.COST), el("td", {}, c.RESTARTS), el("td", {}, c.BRANCH),
-      el("td", {className: "wrap note"}, c.NOTES), el("td", {className: "wrap err"}, c["LAST ERROR"]),
-      el("td", {}, el("div", {className: "actions"},
-        el("button", {className: "small", onclick: ask("shutdown")}, "shut down"),
-        el("button", {className: "small", onclick: () => confirm(`Stop ${m.name} now, without asking it?`) && ask("stop")()}, "stop"),
-        el("button", {className: "small", onclick: ask("restart")}, "restart"),
-        el("button", {className: "small danger", onclick: () => confirm(`Remove ${m.name} from ${team}?`) && ask("remove")()}, "remove"))));
+      el("td", {}, bar(cost, m.budget_usd), c.COST), el("td", {}, c.RESTARTS), branches ? el("td", {}, c.BRANCH) : null,
+      el("td", {className: c.NOTES ? "wrap note" : ""}, c.NOTES),
+      el("td", {className: c["LAST ERROR"] ? "wrap err" : ""}, c["LAST ERROR"]),
+      el("td", {}, memberActions(team, m.name)));
   });
   replace(view.roster, rows.length ? el("table", {}, el("tr", {}, heads.map((h) => el("th", {}, h))), rows)
     : el("p", {className: "muted"}, "No members (teamctl spawn)."));
@@ -283,6 +280,21 @@ function renderTeam(doc) {
   replace(view.journal, doc.journal.length ? doc.journal.map((e) =>
     el("div", {"data-event": e.event}, el("span", {className: "muted"}, `${clock(e.ts)} `),
        `${e.member || "-"} `, e.text)) : el("p", {className: "muted"}, "Nothing journaled yet."));
+}
+function memberActions(team, name) {
+  // one compact menu per roster row: shut down (the handshake), stop, restart, remove
+  const choices = [["", "act…"], ["shutdown", "shut down"], ["stop", "stop (no handshake)"],
+                   ["restart", "restart"], ["remove", "remove from the team"]];
+  const menu = el("select", {"aria-label": `act on ${name}`, name: "member-action"},
+                  choices.map(([value, label]) => el("option", {value}, label)));
+  menu.addEventListener("change", () => {
+    const action = menu.value;
+    menu.value = "";
+    if (!action) return;
+    if ((action === "stop" || action === "remove") && !confirm(`${action} ${name}?`)) return;
+    act(team, {action, name});
+  });
+  return menu;
 }
 function renderRequests(records) {
   const team = route.team;

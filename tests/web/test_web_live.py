@@ -16,6 +16,9 @@ from tests.harness import TEAM, make_team, running_teamd, wait_status, wait_unti
 from tests.web.webkit import Web, open_page
 
 LIVE_MS = 2000  #: the contract's p99 from a change on disk to the page showing it
+#: a script true once the journal shows lines and every one passes a test of `e`
+EVERY_LINE = ("() => { const l = [...document.querySelectorAll('.journal [data-event]')]; "
+              "return l.length > 0 && l.every(e => %s); }")
 
 
 def in_session(ws: Workspace, name: str, text: str) -> bool:
@@ -52,6 +55,13 @@ def test_roster_board_and_conversation_update_live(ws: Workspace, server: Script
         wait_until(lambda: board.get(ws, TEAM, 1)["owner"], 20, "task 1 to be assigned")
         page.wait_for_selector('[data-column="in_progress"] [data-task="1"], '
                                '[data-column="completed"] [data-task="1"]', timeout=LIVE_MS)
+        # the journal, newest first, filtered by member and by event
+        page.locator("select[name=member]").select_option("bob")
+        page.wait_for_function(EVERY_LINE % "e.textContent.includes('bob')")
+        page.locator("select[name=event]").select_option("member_added")
+        page.wait_for_function(EVERY_LINE % "e.dataset.event === 'member_added'")
+        shown = page.locator(".journal [data-event]")
+        assert shown.count() == 1 and "bob member_added" in shown.inner_text()
         assert page.evaluate("window.__same") == "no reload"
 
         member = open_page(browser, web, f"/t/{TEAM}/m/alice")

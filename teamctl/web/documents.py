@@ -16,7 +16,7 @@ from teamctl.web import conversation
 from teamd import actions, events, requests
 from teamd.errors import BadInput
 from teamd.files import Json
-from teamd.layout import Workspace, validate_member_name, validate_name
+from teamd.layout import Workspace, validate_member_name
 from teamd.permissions import describe
 
 JOURNAL_SHOWN = 200  #: the journal's newest events a team page shows
@@ -45,7 +45,6 @@ def teams_doc(ws: Workspace) -> Json:
 
 def _status_of(ws: Workspace, team: str) -> tuple[Json, Json]:
     """(the `status` document, the team's entry in it); BadInput for an unknown team."""
-    validate_name(team, "team name")
     actions.require_team(ws, team)
     doc = _shown(observe.status_doc(ws, [team]))
     for bad in doc["unreadable"]:

@@ -103,7 +103,15 @@ def test_the_api_key_is_in_no_response(ws: Workspace, server: ScriptedServer, wo
 def test_stdout_is_one_line_and_ctrl_c_exits_0(ws: Workspace, web: Web) -> None:
     assert re.fullmatch(r"http://127\.0\.0\.1:\d+/\?token=[A-Za-z0-9_-]{40,}\n", web.line)
     assert ask(web, "/api/teams")[0] == 200
+    stream = http.client.HTTPConnection("127.0.0.1", web.port, timeout=20)
+    stream.request("GET", "/api/live", headers={
+        "Host": f"127.0.0.1:{web.port}", "Cookie": f"teamd_web_{web.port}={web.token}"})
+    opened = stream.getresponse()
+    assert opened.status == 200 and opened.getheader("content-type", "").startswith(
+        "text/event-stream")
+    assert opened.readline() == b"retry: 1000\n"  # a page's event stream, still open
     assert web.stop() == 0
+    stream.close()
     assert web.extra_stdout == ""  # the URL was the only line
     assert web.token not in web.output()  # the log never carries it
 

@@ -5,7 +5,7 @@ matching command, so the page shows what `teamctl … --json` shows:
 - a team (`/t/TEAM`): its `status` entry, `board --json` (`observe.board_doc`),
   `requests --pending --json`, the journal newest first as `logs` reads it
   (`events.stream`, `output.describe_event`), and each member's spend over time (the
-  `cost_usd` of its `model_call` events, summed as they come);
+  `cost_usd` of its recent `model_call` events, summed as they come);
 - a member (`/t/TEAM/m/NAME`): its status row and its conversation as `attach` reads it.
 """
 
@@ -20,7 +20,7 @@ from teamd.layout import Workspace, validate_member_name
 from teamd.permissions import describe
 
 JOURNAL_SHOWN = 200  #: the journal's newest events a team page shows
-CALLS_CHARTED = 5000  #: the newest model calls the spend chart is drawn from
+EVENTS_CHARTED = 10000  #: the newest journal events the spend chart is drawn from
 ITEMS_SHOWN = 2000  #: the newest items of a conversation a member page shows
 
 
@@ -67,12 +67,13 @@ def _journal(ws: Workspace, team: str, member: str | None, event: str | None) ->
 
 
 def _spend(ws: Workspace, team: str) -> dict[str, list[list[float]]]:
-    """Each member's spend over time: [[ts, dollars so far], …] from its model calls."""
-    def paid(rec: Json) -> bool:
-        return rec.get("event") == "model_call" and bool(rec.get("cost_usd"))
-
+    """Each member's spend over time: [[ts, dollars since the first call charted], …] from
+    its model calls among the journal's last EVENTS_CHARTED events (read from the end: the
+    cost of a refresh does not grow with the journal)."""
     series: dict[str, list[list[float]]] = {}
-    for rec in events.stream(ws.events(team), match=paid, last=CALLS_CHARTED):
+    for rec in events.stream(ws.events(team), last=EVENTS_CHARTED):
+        if rec.get("event") != "model_call" or not rec.get("cost_usd"):
+            continue
         points = series.setdefault(str(rec.get("member")), [])
         total = (points[-1][1] if points else 0.0) + float(rec["cost_usd"])
         points.append([events.ts_of(rec), round(total, 6)])

@@ -16,7 +16,7 @@ from teamd import board, events, files, inbox, requests
 from teamd.layout import Workspace
 from teamd.scripted import ScriptedServer
 from tests.harness import TEAM, make_team, running_teamd, tool_use, wait_status, wait_until
-from tests.helpers_proc import ctl, snapshot, teamctl_text
+from tests.helpers_proc import ctl, teamctl_text
 from tests.web.webkit import Web, open_page
 
 T = 20.0
@@ -105,7 +105,7 @@ def test_every_action_from_the_page_writes_what_the_command_writes(
         # a plan: a rejection without feedback is refused and changes nothing
         plan = pending(ws, "plan_approval", "alice")
         def answers() -> tuple[Any, ...]:  # the records, and what alice would be told
-            return snapshot(ws.requests_dir(TEAM)), inbox.peek(ws, TEAM, "alice")
+            return requests.list_requests(ws, TEAM), inbox.peek(ws, TEAM, "alice")
 
         before = answers()
         answer_in_page(page, plan["request_id"], "Reject")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import select
 import threading
 import time
 from collections.abc import Iterator
@@ -36,8 +37,14 @@ def changes(ws: Workspace) -> Iterator[set[str]]:
         owner: dict[Path, str] = {}
 
         def watch_all() -> None:
-            watcher.add(ws.teams_dir)
-            owner[ws.teams_dir] = ""
+            # a root with no team yet: its .teams/ folder is awaited in the root itself
+            first = ws.root if not ws.teams_dir.is_dir() else ws.teams_dir
+            if first not in owner:
+                watcher.add(first)
+                owner[first] = ""
+            if first == ws.teams_dir and ws.root in owner:
+                watcher.remove(ws.root)
+                del owner[ws.root]
             for team in ws.team_names():
                 for folder in _folders(ws, team):
                     if folder.is_dir() and folder not in owner:
@@ -46,7 +53,10 @@ def changes(ws: Workspace) -> Iterator[set[str]]:
 
         watch_all()
         while True:
-            watcher.wait(None)
+            if watcher.polling:
+                watcher.wait(None)
+            else:  # not Watcher.wait: it would take the events drain_events reads below
+                select.select([watcher.fileno()], [], [])
             time.sleep(SETTLE)
             found, overflow = watcher.drain_events()
             teams = {owner.get(folder, "") if folder else "" for folder, name in found

@@ -111,8 +111,13 @@ class Watched:
         page.on("pageerror", lambda e: self.errors.append(str(e)))
 
     def _dialog(self, dialog: Any) -> None:
+        """Recorded; the page's own "stop …?" and "remove …?" confirmed, anything else
+        (an `alert` a payload would raise) dismissed."""
         self.dialogs.append(dialog.message)
-        dialog.dismiss()
+        if dialog.type == "confirm":
+            dialog.accept()
+        else:
+            dialog.dismiss()
 
 
 def open_page(browser: Browser, web: Web, path: str = "/", width: int = 1400,

@@ -53,7 +53,8 @@ def serve(ws: Workspace, port: int, bind: str, open_browser: bool) -> None:
     if open_browser:
         import webbrowser
 
-        webbrowser.open(f"{base}?code={keys.one_time_code()}")
+        if not webbrowser.open(f"{base}?code={keys.one_time_code()}"):
+            log.warning("no browser to open here: open the URL printed above")
     config = uvicorn.Config(app.build(ws, keys), log_level="warning", access_log=False,
                             timeout_graceful_shutdown=1, lifespan="off")
     server = uvicorn.Server(config)

@@ -23,6 +23,7 @@ from teamctl.params import (
     ws,
 )
 from teamctl.tasks import task_app
+from teamctl.web.command import web
 from teamd import (
     actions,
     roster,
@@ -306,6 +307,7 @@ app.command()(journal.logs)
 app.command()(journal.transcript)
 app.command()(journal.attach)
 app.command()(lifecycle.delete)
+app.command()(web)  # teamctl.web: its server stack is imported only when it runs
 
 
 @app.command("diff")

@@ -299,7 +299,7 @@ def _every_team(w: Workspace, printer: _Printer,
 
 
 # -- transcript and attach -------------------------------------------------------------------
-def _member_session(w: Workspace, team: str, name: str
+def member_session(w: Workspace, team: str, name: str
                     ) -> tuple[str | None, str | None, str | None]:
     """(where the session was kept aside, or None for a member's own; colour; a note or
     None) of a member of a team, of a member removed from it (the session it left: nothing
@@ -321,7 +321,7 @@ def _show_transcript(team: str, name: str, lines: int | None, follow: bool) -> N
     from teamctl import transcript as tr
 
     w = ws()
-    kept, color, note = _member_session(w, team, name)
+    kept, color, note = member_session(w, team, name)
     if note is not None:
         print(f"note: {note}", file=sys.stderr)
     if lines is not None and lines < 0:

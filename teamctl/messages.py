@@ -30,9 +30,13 @@ def _read_content(content: str) -> str:
             content = sys.stdin.buffer.read().decode("utf-8")
         except UnicodeDecodeError:
             raise BadInput("content on standard input is not valid UTF-8") from None
-        where = " (standard input was empty)"
-    else:
-        where = ""
+        return require_text(content, " (standard input was empty)")
+    return require_text(content)
+
+
+def require_text(content: str, where: str = "") -> str:
+    """`content`, refused when blank: a message of nothing would only cost its recipient
+    a model call (`send`, `broadcast` and the web view's send)."""
     if not content.strip():
         raise BadInput(f"the message is empty{where}: nothing sent")
     return content

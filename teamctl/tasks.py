@@ -23,7 +23,8 @@ task_app = typer.Typer(help="The shared task board.\n\n\b\nExample:\n"
                        context_settings=HELP_OPTIONS)
 
 
-def _ids(text: str | None) -> list[int]:
+def parse_ids(text: str | None) -> list[int]:
+    """Task ids written `1,2` (`--blocked-by`), as numbers; bad input otherwise."""
     if not text:
         return []
     try:
@@ -48,7 +49,7 @@ def task_add(team: TeamArg,
     Example:
       teamctl task add shop 'Write the login page' --blocked-by 1 --owner alice
     """
-    task = actions.add_task(ws(), team, subject, description, _ids(blocked_by), owner=owner)
+    task = actions.add_task(ws(), team, subject, description, parse_ids(blocked_by), owner=owner)
     if as_json:
         output.emit_json(task)
     else:
@@ -114,7 +115,7 @@ def task_update(
     """
     task = actions.update_task(ws(), team, task_id, status=status,
                                owner=board.UNSET if owner is None else owner,
-                               add_blocked_by=_ids(blocked_by))
+                               add_blocked_by=parse_ids(blocked_by))
     if as_json:
         output.emit_json(task)
     else:

@@ -34,7 +34,7 @@ MAIN_INPUT = {"bash": "command", "read_file": "path", "write_file": "path", "edi
               "TaskCreate": "subject", "TaskGet": "task_id", "TaskUpdate": "task_id",
               "SubmitPlan": "plan", "TeamCreate": "name", "TeamDelete": "name",
               "Task": "name"}
-_MESSAGE_RE = re.compile(r'<teammate-message sender="([^"]*)" type="([^"]*)"[^>]*>(.*?)'
+MESSAGE_RE = re.compile(r'<teammate-message sender="([^"]*)" type="([^"]*)"[^>]*>(.*?)'
                          r"</teammate-message>", re.S)
 
 Paint = Callable[[str, str | None], str]
@@ -124,7 +124,7 @@ class Renderer:
         return self.paint(f"⚙ {tool}: ", "cyan") + output.short(shown, INPUT_WIDTH)
 
     def _result(self, ts: Any, block: Json) -> list[str]:
-        text = _text_of(block.get("content"))
+        text = text_of(block.get("content"))
         lines = [output.short(line, RESULT_WIDTH) for line in text.splitlines()
                  if line.strip()] or ["(no output)"]
         if len(lines) > RESULT_LINES:
@@ -156,7 +156,7 @@ class Renderer:
                 out += self._result(None, block)
             elif block.get("type") == "text":
                 text = str(block.get("text", ""))
-                found = list(_MESSAGE_RE.finditer(text))
+                found = list(MESSAGE_RE.finditer(text))
                 if found:
                     for m in found:
                         out += self._message_in(None, {"sender": m.group(1),
@@ -168,7 +168,7 @@ class Renderer:
         return out
 
 
-def _text_of(content: Any) -> str:
+def text_of(content: Any) -> str:
     if isinstance(content, str):
         return content
     if isinstance(content, list):

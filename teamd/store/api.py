@@ -88,6 +88,9 @@ class Store(Protocol):
 
     def team_exists(self, team: str) -> bool: ...
 
+    def describe_team(self, team: str) -> str:
+        """Where the team is, for a message to a person (files: its folder)."""
+
     def create_team(self, team: str, roster: Json, spend: Json) -> bool:
         """Make the team with its first roster and spend (the spend first: a team always
         has one); False (nothing written) when it exists already. BadInput, naming it,

@@ -32,6 +32,9 @@ class Teams(Base):
     def team_exists(self, team: str) -> bool:
         return self.paths.team_exists(team)
 
+    def describe_team(self, team: str) -> str:
+        return str(self.paths.team_dir(team))
+
     def create_team(self, team: str, roster: Json, spend: Json) -> bool:
         p = self.paths
         if p.team_exists(team):

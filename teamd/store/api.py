@@ -74,8 +74,9 @@ class Store(Protocol):
     def changes(self, teams: Sequence[str] | None = None, *, kinds: frozenset[Kind] | None = None,
                 poll_fallback: float = 0.5) -> Feed:
         """A feed of the changes of `teams` (None: every team), only of `kinds` when given.
-        A team coming or going is a TEAM change (of `teams` only, when given); one that
-        comes is watched at once, before anything is written in it."""
+        A team coming or going is a TEAM change (of `teams` only, when given): read it
+        again whole, since what was written in it before it was reported may not be
+        reported one by one; from that report on, its changes are."""
 
     def wait_for(self, teams: Sequence[str], check: Callable[[], Any], timeout: float,
                  tick: float = 0.5) -> Any:

@@ -11,27 +11,23 @@ from typing import Any
 
 import pytest
 
+import teamd.roster
+from teamd import budget
 from teamd.store.api import Feed, Store
 from teamd.store.changes import Change, Kind
+from tests.store import forked
+from tests.store.parts import needs
 
 T = "t"
 WAIT = 10.0  # a deadline, never reached when the feed works
 
 
 def roster(team: str = T) -> dict[str, Any]:
-    return {"schema": 2, "name": team, "state": "active", "members": [{"name": "ann"}]}
+    return {**teamd.roster.new_roster(team, ""), "members": [{"name": "ann"}]}
 
 
 def make_team(store: Store, team: str = T) -> None:
-    assert store.create_team(team, roster(team), {"schema": 1, "spent_usd": 0.0})
-
-
-def needs(store: Store, *methods: str) -> None:
-    """Kinds whose writes belong to another part of the store: until that part exists in
-    this store, there is nothing to cause the change with."""
-    missing = [m for m in methods if not hasattr(type(store), m)]
-    if missing:
-        pytest.skip(f"this store has no {', '.join(missing)} yet")
+    assert store.create_team(team, roster(team), {"schema": budget.SCHEMA, "spent_usd": 0.0})
 
 
 def next_task(store: Store) -> None:
@@ -93,24 +89,6 @@ def changes_until(feed: Feed, wanted: Change) -> list[Change]:
     while wanted not in seen and feed.wait(WAIT):
         seen += feed.drain()[0]
     return seen
-
-
-def in_child(work: Callable[[], object]) -> int:
-    """Run `work` in a forked process; its pid (to reap)."""
-    pid = os.fork()
-    if pid == 0:
-        code = 1
-        try:
-            work()
-            code = 0
-        finally:
-            os._exit(code)
-    return pid
-
-
-def reap(pid: int) -> None:
-    _, status = os.waitpid(pid, 0)
-    assert os.waitstatus_to_exitcode(status) == 0
 
 
 @pytest.mark.parametrize("kind", list(CAUSES), ids=str)
@@ -177,14 +155,14 @@ def test_wait_returns_on_a_change_made_by_another_process(store: Store) -> None:
     make_team(store)
     with feed_of(store, [T]) as feed:
         assert not feed.wait(0.1)  # nothing happened: the wait runs to its timeout
-        pid = in_child(lambda: write_state(store))
+        writer = forked.start(write_state, [(store,)])
         try:
             assert feed.wait(WAIT)
             assert feed.wait(0)  # the wait drained nothing: what woke it is still there
             assert Change(Kind.MEMBER, T, "ann") in changes_until(
                 feed, Change(Kind.MEMBER, T, "ann"))
         finally:
-            reap(pid)
+            forked.results(*writer)
 
 
 def test_wait_returns_when_another_descriptor_is_readable(store: Store) -> None:
@@ -209,8 +187,8 @@ def test_wait_for_returns_what_the_check_found_after_another_process_wrote(
         return None if state is None else str(state["status"])
 
     assert store.wait_for([T], check, timeout=0.2) is None  # falsy at the deadline
-    pid = in_child(lambda: write_state(store))
+    writer = forked.start(write_state, [(store,)])
     try:
         assert store.wait_for([T], check, timeout=WAIT) == "idle"
     finally:
-        reap(pid)
+        forked.results(*writer)

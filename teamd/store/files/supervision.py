@@ -7,7 +7,8 @@ process themselves.
 
 from __future__ import annotations
 
-import filelock
+import fcntl
+import os
 
 from teamd import files
 from teamd.files import Json
@@ -18,17 +19,21 @@ class Supervision(Base):
     """claim_supervisor, supervisor_info, write_supervisor_info, release_supervisor,
     read/write paged."""
 
-    def claim_supervisor(self, info: Json) -> filelock.FileLock | None:
+    def claim_supervisor(self, info: Json) -> int | None:
+        """The handle is the descriptor holding the flock. Opened and locked in place,
+        never made afresh: `filelock` may replace a lock file it has just seen made, and
+        two supervisors starting at once on a new root would each hold their own."""
         files.ensure_dir(self.paths.teams_dir)
-        lock = filelock.FileLock(str(self.paths.supervisor_lock), timeout=0,
-                                 mode=files.FILE_MODE, preserve_lock_file=True)
+        fd = os.open(self.paths.supervisor_lock,
+                     os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, files.FILE_MODE)
         try:
-            lock.acquire()
-        except filelock.Timeout:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
             return None
         files.ensure_dir(self.paths.tasks_root)  # the feed watches both roots
         files.write_json(self.paths.supervisor_info, info)
-        return lock
+        return fd
 
     def supervisor_info(self) -> Json | None:
         path = self.paths.supervisor_info
@@ -37,10 +42,10 @@ class Supervision(Base):
     def write_supervisor_info(self, info: Json) -> None:
         files.write_json(self.paths.supervisor_info, info)
 
-    def release_supervisor(self, handle: filelock.FileLock | None) -> None:
+    def release_supervisor(self, handle: int | None) -> None:
         self.paths.supervisor_info.unlink(missing_ok=True)
         if handle is not None:
-            handle.release()
+            os.close(handle)  # the flock goes with it
 
     def read_paged(self, team: str) -> Json | None:
         return files.read_json(self.paths.paged(team))

@@ -16,19 +16,18 @@ from typing import TYPE_CHECKING
 
 from teamd.errors import BadInput
 
+# the names are layout's vocabulary too: re-exported for its many readers
+from teamd.names import ARCHIVE_TS_RE as ARCHIVE_TS_RE
+from teamd.names import LEAD as LEAD
+from teamd.names import NAME_RE as NAME_RE
+from teamd.names import ROOT_ENV as ROOT_ENV
+from teamd.names import SUPERVISOR as SUPERVISOR
+from teamd.names import USER as USER
+from teamd.names import validate_member_name as validate_member_name
+from teamd.names import validate_name as validate_name
+
 if TYPE_CHECKING:
     from teamd.store.api import Store
-
-from teamd.names import (  # noqa: F401  (re-exported: the names are layout's vocabulary)
-    ARCHIVE_TS_RE,
-    LEAD,
-    NAME_RE,
-    ROOT_ENV,
-    SUPERVISOR,
-    USER,
-    validate_member_name,
-    validate_name,
-)
 
 
 def resolve_root(root: str | os.PathLike[str] | None = None) -> Path:

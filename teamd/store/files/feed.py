@@ -64,8 +64,14 @@ class FilesFeed:
             self._add(paths.root, "", TOP)
         for root in self._roots:
             self._add(root, "", ROOT)
-        for team in (paths.team_names() if teams is None else teams):
+        for team in (self._folders_named() if teams is None else teams):
             self.watch(team)
+
+    def _folders_named(self) -> set[str]:
+        """Every team folder there is, also one whose roster is not written yet (made
+        just before the feed opened: its roster's arrival must be reported too)."""
+        return {child.name for root in self._roots if root.is_dir()
+                for child in root.iterdir() if NAME_RE.fullmatch(child.name)}
 
     def _wants(self, kind: Kind) -> bool:
         return self.kinds is None or kind in self.kinds

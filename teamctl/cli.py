@@ -125,7 +125,7 @@ def create(team: TeamArg,
     if as_json:
         output.emit_json(config)
     else:
-        print(f"created team {team} in {ws().team_dir(team)}")
+        print(f"created team {team} in {ws().store.describe_team(team)}")
 
 
 @app.command()
@@ -258,7 +258,7 @@ def status(team: Annotated[str | None, typer.Argument(
         actions.require_team(w, team)
 
     def doc() -> Json:
-        return observe.status_doc(w, [team] if team else w.team_names())
+        return observe.status_doc(w, [team] if team else w.store.team_names())
 
     if not watch:
         now = doc()
@@ -267,10 +267,8 @@ def status(team: Annotated[str | None, typer.Argument(
         else:
             print(views.render_status(now, fit=views.terminal_width()))
         sys.exit(1 if now["unreadable"] else 0)  # a team it cannot read: said, and exit 1
-    teams = [team] if team else w.team_names()
-    folders = [w.teams_dir, *(p for t in teams for p in (
-        w.team_dir(t), w.requests_dir(t), w.tasks_dir(t)))]
-    views.watch(lambda width: views.render_status(doc(), fit=width), folders, every=2.0)
+    feed = w.store.changes([team] if team else None, kinds=views.STATUS_KINDS)
+    views.watch(lambda width: views.render_status(doc(), fit=width), feed, every=2.0)
 
 
 @app.command("board")
@@ -299,7 +297,7 @@ def board_cmd(team: TeamArg,
     elif not watch:
         print(render(views.terminal_width()))
     else:
-        views.watch(render, [w.tasks_dir(team), w.team_dir(team)], every=5.0)
+        views.watch(render, w.store.changes([team], kinds=views.BOARD_KINDS), every=5.0)
 
 
 # -- the journal and sessions: teamctl.journal ----------------------------------------------

@@ -68,7 +68,7 @@ def _ws(ctx: click.Context) -> Workspace:
 def team(ctx: click.Context, incomplete: str) -> list[str]:
     """The teams of the root."""
     try:
-        return [t for t in _ws(ctx).team_names() if t.startswith(incomplete)]
+        return [t for t in _ws(ctx).store.team_names() if t.startswith(incomplete)]
     except _MISSING:
         return []
 

@@ -39,7 +39,6 @@ from teamd import (
 from teamd.errors import TeamdError
 from teamd.layout import LEAD, USER, Workspace
 from teamd.proc import stop_subprocess
-from teamd.watch import wait_for
 
 TEAM = "rest-to-graphql"
 TASKS = [("Analyze REST endpoints", "List every REST endpoint and what it returns."),
@@ -156,7 +155,7 @@ def lead_scenario() -> dict[str, Any]:
 
 def _pick_root(root: Path | None) -> Path:
     if root is not None:
-        if (root / ".teams" / TEAM).exists():
+        if Workspace.at(root).store.team_exists(TEAM):
             raise TeamdError(f"{root} already holds a {TEAM} team; pick another --root")
         if pidfile.running(Workspace.at(root)) is not None:
             raise TeamdError(f"a supervisor is already running for {root}; pick another "
@@ -224,7 +223,7 @@ def run(given: str | None, timeout: float, lead: bool = False) -> None:
                 if m["desired"] == "running":
                     actions.shutdown(ws, TEAM, m["name"], reason="the migration is done")
         # gone, and their exits journalled: teamd writes `shutdown` once it reaped them
-        gone = wait_for([ws.team_dir(TEAM)], lambda: all(
+        gone = ws.store.wait_for([TEAM], lambda: all(
             m["status"] == "shutdown" and not roster.is_live(m)
             for m in roster.load(ws, TEAM)["members"]), 60)
         printer.flush()
@@ -312,7 +311,7 @@ def _watch(ws: Workspace, daemon: subprocess.Popen[bytes], printer: EventPrinter
             return bool(done())
         return _all_completed(ws)
 
-    if not wait_for([ws.team_dir(TEAM), ws.tasks_dir(TEAM)], finished, timeout):
+    if not ws.store.wait_for([TEAM], finished, timeout):
         raise TeamdError(f"the team did not finish within {timeout:g}s")
 
 

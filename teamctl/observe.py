@@ -107,7 +107,7 @@ def status_doc(ws: Workspace, team_names: list[str]) -> Json:
             teams.append((config, board.list_tasks(ws, team),
                           requests.list_requests(ws, team)))
         except TeamdError as exc:
-            if isinstance(exc, BadInput) and not ws.config(team).exists():
+            if isinstance(exc, BadInput) and not ws.store.team_exists(team):
                 continue  # deleted since the listing
             unreadable.append({"name": team, "error": str(exc)})
     procs: dict[str, psutil.Process] = {}

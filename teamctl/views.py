@@ -13,12 +13,12 @@ import shutil
 import sys
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from teamctl import advice, output
 from teamd import prices, roster
 from teamd.files import Json
+from teamd.store import Feed, Kind
 
 log = logging.getLogger(__name__)
 
@@ -173,17 +173,20 @@ def render_board(doc: Json, colors: dict[str, str], fit: int | None = None) -> s
 MIN_FRAME = 0.25  # a busy team writes files all the time: at most 4 frames a second
 
 
-def watch(render: Callable[[int | None], str], folders: list[Path], every: float) -> None:
-    """Show `render(width)` again whenever a JSON document in `folders` changes (a roster,
-    a task, a request: not the journal's every line), and at least every `every` seconds,
-    until Ctrl-C, which ends it quietly (the caller exits 0)."""
-    from teamd.watch import Watcher
+#: what `status --watch` shows again for: a roster, a member, a task, a request, a spend
+#: (not the journal's every line)
+STATUS_KINDS = frozenset({Kind.TEAM, Kind.SPEC, Kind.MEMBER, Kind.TASK, Kind.REQUEST,
+                          Kind.SPEND})
+#: and `board --watch`: a task, or the roster that colours its owners
+BOARD_KINDS = frozenset({Kind.TEAM, Kind.SPEC, Kind.TASK})
 
-    def changed(name: str) -> bool:
-        return name.endswith(".json")
 
+def watch(render: Callable[[int | None], str], feed: Feed, every: float) -> None:
+    """Show `render(width)` again whenever `feed` reports a change, and at least every
+    `every` seconds, until Ctrl-C, which ends it quietly (the caller exits 0). Closes
+    `feed`."""
     try:
-        with Watcher([f for f in folders if f.is_dir()], interesting=changed) as watcher:
+        with feed as watcher:
             shown = time.monotonic()
 
             def pause() -> None:

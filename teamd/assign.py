@@ -25,6 +25,7 @@ from teamd.errors import BadInput
 from teamd.files import Json
 from teamd.layout import LEAD, SUPERVISOR, Workspace
 from teamd.policy import AWAITING_WORK
+from teamd.store.changes import Change, Kind
 from teamd.wake import SETTLE
 
 log = logging.getLogger(__name__)
@@ -313,7 +314,7 @@ def marker(member: Json) -> tuple[object, str]:
 # -- carrying it out: the supervisor's calls -------------------------------------------------
 class Boards:
     """Every team's `Assigner`, kept by the supervisor: fed the task files inotify names
-    (`note_file`), asked to hand out work at each reconcile (`hand_out`)."""
+    (`note`), asked to hand out work at each reconcile (`hand_out`)."""
 
     def __init__(self, ws: Workspace) -> None:
         self.ws = ws
@@ -351,15 +352,16 @@ class Boards:
         assigner = self.teams.get(team)
         return assigner is not None and name in assigner.given
 
-    def note_file(self, team: str, name: str) -> None:
-        """A file in `.tasks/{team}/` changed: `{id}.json` re-reads that task alone."""
-        assigner = self.teams.get(team)
+    def note(self, change: Change) -> None:
+        """A task or the board's ids changed (the supervisor's feed): that task alone, or
+        the new ids, are read again."""
+        assigner = self.teams.get(change.team)
         if assigner is None:
             return  # read whole when first needed
-        if name.endswith(".json") and name[:-5].isdigit():
-            assigner.index.refresh(self.ws, team, int(name[:-5]))
-        elif name == ".highwatermark":
-            assigner.index.refresh_new(self.ws, team)
+        if change.task_id is not None:
+            assigner.index.refresh(self.ws, change.team, change.task_id)
+        elif change.kind is Kind.TASK_IDS:
+            assigner.index.refresh_new(self.ws, change.team)
 
     def hand_out(self, team: str, members: list[Json], live: set[str], woken: set[str],
                  reload: bool = False) -> tuple[set[str], float | None]:

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from teamd import files, prices
+from teamd import prices
 from teamd.errors import BadInput, TeamdError
 from teamd.files import Json
 from teamd.layout import Workspace
@@ -87,12 +87,6 @@ def charge(ws: Workspace, team: str, amount: float) -> float:
 def new_spend(total: float = 0.0) -> Json:
     """The spend record: `total` so far (a new team's: nothing yet)."""
     return {"schema": SCHEMA, "spent_usd": total}
-
-
-def start(ws: Workspace, team: str) -> None:
-    """A new team's spend: nothing yet. (Written under the spend's lock by
-    `actions.create_team`, until the store's `create_team` takes `new_spend()`.)"""
-    files.write_json(ws.spend(team), new_spend())
 
 
 def reached(config: Json, name: str, team_spent: float) -> Reached | None:

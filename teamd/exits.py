@@ -14,7 +14,7 @@ import os
 import time
 from typing import Any
 
-from teamd import events, inbox, policy
+from teamd import events, inbox, pidfile, policy
 from teamd.files import Json
 from teamd.holds import Holds, short_of_room
 from teamd.layout import LEAD, SUPERVISOR, USER
@@ -83,7 +83,7 @@ class Exits(Wakeups):
         now = time.time()
         team, name = key = process.key
         log.info("%s/%s pid %d exited: %s", team, name, process.pid, describe_exit(code, sig))
-        if not self.ws.team_exists(team):
+        if not self.ws.store.team_exists(team):
             return
         outcome: policy.Outcome | None = None
         kind = "teammate"
@@ -146,7 +146,7 @@ class Exits(Wakeups):
         included), reap, exit."""
         self.stopping = True
         self.notifier.stopping()
-        for team in self.ws.team_names():
+        for team in self.ws.store.team_names():
             events.emit(self.ws, team, "supervisor_stopping", pid=self.pid)
         now = time.time()
         for process in list(self.processes.values()):
@@ -165,7 +165,5 @@ class Exits(Wakeups):
             self.collect(pid, status)
         self.end_strays()  # what the last SIGKILLs left behind: no time is left to wait
         self.ladder.kill_all()
-        self.ws.supervisor_info.unlink(missing_ok=True)
-        if self._lock is not None:
-            self._lock.release()
+        pidfile.release(self.ws, self._lock)
         log.info("stopped")

@@ -7,6 +7,7 @@ alone: a store's paths or tables need the rules of a name, never the workspace.
 from __future__ import annotations
 
 import re
+import time
 
 from teamd.errors import BadInput
 
@@ -17,6 +18,11 @@ USER = "user"  # reserved: the person at teamctl in a team with an LLM lead (CON
 ROOT_ENV = "TEAMD_ROOT"
 #: the {ts} of `.teams/.archive/{team}-{ts}/`: local time, YYYYmmddTHHMMSS.ffffff
 ARCHIVE_TS_RE = re.compile(r"\d{8}T\d{6}\.\d{6}")
+
+
+def stamp(now: float) -> str:
+    """The {ts} of an archive or removed folder for the time `now` (ARCHIVE_TS_RE)."""
+    return time.strftime("%Y%m%dT%H%M%S", time.localtime(now)) + f".{int(now % 1 * 1e6):06d}"
 
 
 def validate_name(name: str, what: str = "name") -> str:

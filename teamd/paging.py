@@ -19,7 +19,7 @@ import signal
 import sys
 from typing import Any
 
-from teamd import files, hooks, inbox, roster
+from teamd import hooks, inbox, roster
 from teamd.errors import TeamdError
 from teamd.files import Json
 from teamd.layout import Workspace
@@ -50,13 +50,11 @@ class Pager:
         if not command:
             return
         person = roster.person(config)
-        path = self.ws.inbox(team, person)
-        try:
-            st = path.stat()
-        except FileNotFoundError:
+        inbox_mark = self.ws.store.inbox_mark(team, person)
+        if inbox_mark is None:
             self.seen.pop(team, None)
             return
-        mark = (person, st.st_ino, st.st_size, st.st_mtime_ns)
+        mark = (person, *inbox_mark)
         if self.seen.get(team) == mark:
             return
         self.seen[team] = mark
@@ -74,7 +72,7 @@ class Pager:
 
     def paged(self, team: str) -> list[str]:
         try:
-            doc = files.read_json(self.ws.paged(team)) or {}
+            doc = self.ws.store.read_paged(team) or {}
         except TeamdError as exc:  # a hand-mangled file: page again rather than never
             log.warning("%s; paging as if it were empty", exc)
             doc = {}
@@ -82,7 +80,7 @@ class Pager:
         return [str(i) for i in ids] if isinstance(ids, list) else []
 
     def remember(self, team: str, ids: list[str]) -> None:
-        files.write_json(self.ws.paged(team), {"schema": 1, "paged": ids[-KEEP:]})
+        self.ws.store.write_paged(team, {"schema": 1, "paged": ids[-KEEP:]})
 
     def start(self, team: str, person: str, message: Json, command: str, timeout: float,
               parent_pid: int) -> None:

@@ -44,16 +44,14 @@ def interruptible(pending: Callable[[], str]) -> Iterator[None]:
 
 def wait(ws: Workspace, team: str, timeout: float, done: Callable[[], Any],
          pending: Callable[[], str], announce: str | None = None, say: Say = _quiet) -> Any:
-    """Wait until `done()` is truthy (woken by inotify on the team's files, re-checked at
-    least twice a second since a process exit touches no file); falsy at the deadline.
+    """Wait until `done()` is truthy (woken by the store's changes of the team, re-checked
+    at least twice a second since a process exit touches no file); falsy at the deadline.
     Ctrl-C ends it with Interrupted and `pending()`: what is still to happen. `announce`
     goes to `say` first, already under that Ctrl-C handling."""
-    from teamd.watch import wait_for
-
     with interruptible(pending):
         if announce:
             say(announce)
-        return wait_for([ws.team_dir(team), ws.requests_dir(team)], done, timeout)
+        return ws.store.wait_for([team], done, timeout)
 
 
 # -- one member ---------------------------------------------------------------------------
@@ -211,5 +209,5 @@ def delete(ws: Workspace, team: str, *, force: bool = False, purge: bool = False
         raise TeamdError(f"team {team} is not deleted: {why}; "
                          f"{still_pending(ws, team, opened)}; it stays `deleting` "
                          f"(`teamctl delete {team} --force` stops everyone)")
-    archives = ws.archives(team)
-    return archives[-1] if archives and not purge else None
+    archives = ws.store.archives(team)
+    return Path(archives[-1]) if archives and not purge else None

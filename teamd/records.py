@@ -11,7 +11,6 @@ team's `config.json` as a whole, an event) stay `files.Json`; `check_shape` says
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any, NotRequired, TypedDict
 
 from teamd.errors import TeamdError
@@ -157,10 +156,11 @@ class Request(TypedDict):
     asked: NotRequired[bool]
 
 
-def check_shape(path: Path, config: Any) -> None:
-    """TeamdError naming `path` unless `config` has a roster's shape: an object whose
-    `state` is a team's state and whose `members` are objects with a valid `name` — so a
-    hand-edited file that parses is refused in one line, not met as a traceback later."""
+def check_shape(path: str, config: Any) -> None:
+    """TeamdError naming `path` (where the roster is) unless `config` has a roster's
+    shape: an object whose `state` is a team's state and whose `members` are objects
+    with a valid `name` — so a hand-edited file that parses is refused in one line, not
+    met as a traceback later."""
     def bad(why: str) -> TeamdError:
         return TeamdError(f"{path}: not a roster: {why}")
 

@@ -76,7 +76,7 @@ class Repairs:
         def change(m: Json, config: Json) -> None:
             if m.get("pid") == process.pid:
                 return  # put back meanwhile
-            if known is not None and not self.ws.member_status(team, name).exists():
+            if known is not None and self.ws.store.read_state(team, name) is None:
                 m.update({k: v for k, v in known.items() if k in roster.STATUS_FIELDS})
             m.update(pid=process.pid, pid_create_time=process.create_time,
                      started_at=process.started_at)

@@ -13,19 +13,16 @@ time.
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import logging
-import os
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any, TypeVar, cast
 
 import psutil
 
-from teamd import budget, files, prices, states
+from teamd import budget, prices, states
 from teamd.errors import BadInput, TeamdError
 from teamd.files import Json
 from teamd.layout import LEAD, USER, Workspace
@@ -47,7 +44,7 @@ log = logging.getLogger(__name__)
 def unknown_team(ws: Workspace, team: str) -> BadInput:
     """The one error for a team that does not exist: which root was searched, the teams
     there, and the closest name."""
-    teams = ws.team_names()
+    teams = ws.store.team_names()
     return BadInput(f"unknown team {team!r} in {ws.root} ({listing('teams', teams)})"
                     f"{did_you_mean(team, teams)}")
 
@@ -96,39 +93,12 @@ def merge(spec_member: Mapping[str, Any], status: Mapping[str, Any] | None) -> M
     return cast(Member, {**spec_member, **status_of(fresh_status() if status is None else status)})
 
 
-# -- locks ----------------------------------------------------------------------------------
-#: (pid, lock path) of the roster and status locks this process holds: a read or write
-#: inside a step that holds one goes on under it (flock is per open file: taking it again
-#: would wait on ourselves)
-_HOLDING: set[tuple[int, str]] = set()
-
-
-@contextmanager
-def _lock(path: Path, *, create: bool) -> Iterator[bool]:
-    """Hold the lock of `path`, unless this process holds it already; yields whether it
-    does. Taken through the existing lock file, so a lock taken as the team is deleted
-    never brings the team folder back (`files.lock` would make the folder again); with no
-    lock file yet, made by `files.lock` if `create` and the folder exists, else (False)
-    nothing is held."""
-    key = (os.getpid(), str(path))
-    if key in _HOLDING:
-        yield True
-        return
-    with contextlib.ExitStack() as stack:
-        held_lock = stack.enter_context(files.lock_existing(path))
-        if not held_lock and create and path.parent.is_dir():
-            stack.enter_context(files.lock(path))
-            held_lock = True
-        if held_lock:
-            _HOLDING.add(key)
-            stack.callback(_HOLDING.discard, key)
-        yield held_lock
-
-
+# -- units -----------------------------------------------------------------------------
 @contextmanager
 def roster_lock(ws: Workspace, team: str) -> Iterator[None]:
-    """The roster lock (`config.json.lock`); BadInput if the team does not exist."""
-    with _lock(ws.config(team), create=True) as held_lock:
+    """The roster's unit (CONTRACT §2: first in the lock order); BadInput if the team
+    does not exist. Entered again without waiting by a process that holds it."""
+    with ws.store.roster_unit(team) as held_lock:
         if not held_lock:
             raise unknown_team(ws, team)
         yield
@@ -136,14 +106,13 @@ def roster_lock(ws: Workspace, team: str) -> Iterator[None]:
 
 @contextmanager
 def status_lock(ws: Workspace, team: str, name: str) -> Iterator[None]:
-    """Hold member `name`'s status lock (`members/{name}.json.lock`, after the roster's:
-    CONTRACT §2) for a step that must take it before a later lock of the order — e.g.
-    approving a shutdown writes the status under the request's lock; what this process
-    writes meanwhile (`save`) goes on under it."""
-    path = ws.member_status(team, name)
-    with _lock(path, create=True) as held_lock:
+    """Hold member `name`'s unit (after the roster's: CONTRACT §2) for a step that must
+    take it before a later lock of the order — e.g. approving a shutdown writes the
+    status under the request's lock; what this process writes meanwhile (`save`) goes on
+    under it."""
+    with ws.store.member_unit(team, name) as held_lock:
         if not held_lock:
-            raise TeamdError(f"{path.parent} does not exist")
+            raise TeamdError(f"team {team!r} is gone")
         yield
 
 
@@ -157,7 +126,7 @@ def read_spec(ws: Workspace, team: str) -> Json:
 
 def read_status(ws: Workspace, team: str, name: str) -> MemberStatus | None:
     """Member `name`'s live fields from `members/{name}.json`, or None without that file."""
-    doc = files.read_json(ws.member_status(team, name))
+    doc = ws.store.read_state(team, name)
     return None if doc is None else status_of(doc)
 
 
@@ -175,10 +144,10 @@ def load(ws: Workspace, team: str, only: str | None = None) -> Json:
     call, also while it holds a call slot, which is held with no other lock (§12); its own
     live fields are its and teamd's to write, never half of a two-file step."""
     if only is not None:
-        config = files.read_json(ws.config(team))
+        config = ws.store.read_spec(team)
         if config is None:
             raise unknown_team(ws, team)
-        check_shape(ws.config(team), config)
+        check_shape(ws.store.describe_spec(team), config)
         if config.get("schema", 1) != SCHEMA:
             config = read_spec(ws, team)  # migrated first, under the lock
         return _merged(ws, team, config, only)
@@ -194,8 +163,8 @@ def _merged(ws: Workspace, team: str, config: Json, only: str | None = None) -> 
 
 def _read_spec(ws: Workspace, team: str) -> Json:
     """`config.json`, under the roster lock; a schema-1 roster is migrated first."""
-    path = ws.config(team)
-    config = files.read_json(path)
+    config = ws.store.read_spec(team)
+    path = ws.store.describe_spec(team)
     if config is None:
         raise unknown_team(ws, team)
     check_shape(path, config)
@@ -213,19 +182,20 @@ def migrate(ws: Workspace, team: str, old: Json) -> Json:
     status file and the team's `spend.json` first, `config.json` replaced last, so a crash
     before the end leaves schema 1 whole and the next reader migrates again. Nothing is
     dropped: each member's live fields go to its file as they were, the rest stays."""
-    files.ensure_dir(ws.members_dir(team))
     for member in old.get("members", []):
         with status_lock(ws, team, member["name"]):
             _write_status(ws, team, member["name"], status_of(member))
-    spend = ws.spend(team)
-    with files.lock(spend):
-        if files.read_json(spend) is None:  # the cost issue's file is already the truth
-            spent = old.get("spent_usd")
-            if isinstance(spent, bool) or not isinstance(spent, int | float):
-                spent = 0.0
-                for m in old.get("members", []):
-                    spent = prices.add((m.get("usage") or {}).get("cost_usd"), spent)
-            files.write_json(spend, {"schema": budget.SCHEMA, "spent_usd": float(spent)})
+    def first_spend(doc: Json | None) -> Json:
+        if doc is not None:  # the cost issue's record is already the truth
+            return doc
+        spent = old.get("spent_usd")
+        if isinstance(spent, bool) or not isinstance(spent, int | float):
+            spent = 0.0
+            for m in old.get("members", []):
+                spent = prices.add((m.get("usage") or {}).get("cost_usd"), spent)
+        return budget.new_spend(float(spent))
+
+    ws.store.add_spend(team, first_spend)
     config = {k: v for k, v in old.items() if k != "spent_usd"}
     config.setdefault("members", [])
     config = spec_of(config)
@@ -238,13 +208,12 @@ def migrate(ws: Workspace, team: str, old: Json) -> Json:
 # -- writing ------------------------------------------------------------------------------
 def save_spec(ws: Workspace, team: str, config: Json) -> None:
     """Write `config.json` (atomically), spec fields only; under the roster lock."""
-    files.write_json(ws.config(team), spec_of(config))
+    ws.store.write_spec(team, spec_of(config))
 
 
 def _write_status(ws: Workspace, team: str, name: str, status: Mapping[str, Any]) -> None:
     """Write `members/{name}.json` (atomically); under that member's lock."""
-    files.write_json(ws.member_status(team, name),
-                     {"schema": SCHEMA, "name": name, **status_of(status)})
+    ws.store.write_state(team, name, {"schema": SCHEMA, "name": name, **status_of(status)})
 
 
 class _Held(dict[str, Any]):
@@ -277,8 +246,6 @@ def save(ws: Workspace, team: str, config: Json) -> None:
     old = {m["name"]: m for m in before["members"]}
     new = {m["name"]: m for m in config["members"]}
     added = [n for n in new if n not in old]
-    if added:
-        files.ensure_dir(ws.members_dir(team))
     for name in added:
         with status_lock(ws, team, name):
             _write_status(ws, team, name, {**fresh_status(), **status_of(new[name])})
@@ -293,9 +260,10 @@ def save(ws: Workspace, team: str, config: Json) -> None:
         if changed or dropped:
             _change_status(ws, team, name, changed, dropped)
     for name in old:
-        if name not in new and ws.members_dir(team).is_dir():
-            with status_lock(ws, team, name):
-                ws.member_status(team, name).unlink(missing_ok=True)
+        if name not in new:
+            with ws.store.member_unit(team, name) as held_lock:
+                if held_lock:
+                    ws.store.drop_state(team, name)
     if isinstance(config, _Held):
         config.on_disk = copy.deepcopy(dict(config))
     states.journal(ws, team)
@@ -305,7 +273,6 @@ def _change_status(ws: Workspace, team: str, name: str, changed: Json,
                    dropped: list[str]) -> None:
     """Set `changed` (and drop `dropped`) in member `name`'s status file, leaving the
     fields its own writer set meanwhile; under the member's lock."""
-    files.ensure_dir(ws.members_dir(team))
     with status_lock(ws, team, name):
         status = cast(Json, read_status(ws, team, name) or fresh_status())
         status.update(changed)
@@ -337,11 +304,11 @@ def update_status(ws: Workspace, team: str, name: str, change: Callable[[Json], 
     roster, `update_member`)."""
     # through the existing lock file only: a member's lock file is made with its status file
     # (under the roster lock), and taking it never brings back a team folder deleted meanwhile
-    with _lock(ws.member_status(team, name), create=False) as held_lock:
+    with ws.store.member_unit(team, name, create=False) as held_lock:
         status = read_status(ws, team, name) if held_lock else None
         if status is not None:
             return _apply(ws, team, name, cast(Json, status), change)
-    if not ws.team_dir(team).is_dir():
+    if not ws.store.team_exists(team):
         raise unknown_team(ws, team)
     # no status file: a schema-1 roster not yet migrated, or a member that is not (or no
     # longer) in the team; the roster says which (lock order: roster → member)
@@ -360,7 +327,6 @@ def update_member(ws: Workspace, team: str, name: str,
         spec = find(config, name)
         if spec is None:
             return None
-        files.ensure_dir(ws.members_dir(team))
         with status_lock(ws, team, name):
             member = cast(Json, merge(spec, read_status(ws, team, name)))
             return _apply(ws, team, name, member, lambda m: change(m, config))

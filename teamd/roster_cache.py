@@ -1,4 +1,4 @@
-"""The roster as teamd keeps it in memory: re-read only where inotify named a change.
+"""The roster as teamd keeps it in memory: re-read only where the change feed named a change.
 
 This module owns `Cached`, the supervisor's view of one team's roster (CONTRACT §4, the
 scale issue): the same merged roster `roster.load` reads, at a reconcile cost in
@@ -17,12 +17,12 @@ from teamd.records import MemberStatus
 class Cached:
     """A team's roster kept in memory by teamd and re-read only where a file changed, so a
     reconcile costs in proportion to what changed, not to the size of the team (CONTRACT §4,
-    scale issue). The owner says what inotify named — `config.json` (`spec_changed`) or
-    `members/{name}.json` (`member_changed`) — and `load` re-reads just that, under the
-    roster lock like `roster.load`. A changed `config.json` re-reads every status file too:
-    a two-file step writes `config.json` first, so its status half may still be queued as
-    an unread inotify event, and a fresh spec beside a stale status is the half-done step
-    `load` is careful never to show."""
+    scale issue). The owner says what the change feed named — the spec (`spec_changed`) or
+    one member's state (`member_changed`) — and `load` re-reads just that, under the
+    roster lock like `roster.load`. A changed spec re-reads every member's state too: a
+    two-record step writes the spec first, so its state half may still be queued as an
+    unread change, and a fresh spec beside a stale state is the half-done step `load` is
+    careful never to show."""
 
     def __init__(self, ws: Workspace, team: str) -> None:
         self.ws, self.team = ws, team

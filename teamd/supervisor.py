@@ -22,7 +22,6 @@ from teamd import (
     __version__,
     actions,
     events,
-    files,
     inbox,
     pidfile,
     policy,
@@ -54,9 +53,9 @@ from teamd.processes import (
     spare_fds,
 )
 from teamd.states import Desired, Status, Writer, transition
+from teamd.store import Feed
 from teamd.troubles import Troubles
-from teamd.wakeups import SAFETY_INTERVAL
-from teamd.watch import Watcher
+from teamd.wakeups import SAFETY_INTERVAL, SUPERVISED
 
 log = logging.getLogger(__name__)
 
@@ -88,7 +87,7 @@ class Supervisor(Exits):
         self.last_status = ""
         self.wake_at: float | None = None
         self._pipe: tuple[int, int] | None = None
-        self._watcher: Watcher | None = None
+        self.feed: Feed | None = None
         self._lock: Any = None
         # assignment state per team, and the teams whose roster or spend changed
         self.boards = assign_mod.Boards(ws)
@@ -105,10 +104,8 @@ class Supervisor(Exits):
         model.preload()
         self.init_signals()
         become_subreaper()
-        files.ensure_dir(self.ws.tasks_root)
-        self._watcher = Watcher([self.ws.teams_dir, self.ws.tasks_root])
-        for team in self.ws.team_names():
-            self.watch_team(team)
+        self.feed = self.ws.store.changes(kinds=SUPERVISED)
+        for team in self.ws.store.team_names():
             events.emit(self.ws, team, "supervisor_started", pid=self.pid)
         log.info("teamd %s supervising %s (pid %d)", __version__, self.ws.root, self.pid)
         self.reconcile()
@@ -141,11 +138,11 @@ class Supervisor(Exits):
         try:
             self.conf = settings_mod.load(self.ws)
             events.use_settings(self.ws, self.conf)
-            self.roster_touched.update(self.ws.team_names())  # a new price frees the paused
+            self.roster_touched.update(self.ws.store.team_names())  # a new price frees the paused
             log.info("re-read %s", self.ws.settings_file)
         except TeamdError as exc:
             log.error("%s; keeping the settings in force", exc)
-            self.troubles.report_all(self.ws.team_names(), troubles.SETTINGS,
+            self.troubles.report_all(self.ws.store.team_names(), troubles.SETTINGS,
                                      f"teamd.toml not reloaded, the settings in force kept: {exc}")
         else:
             self.troubles.clear_all(troubles.SETTINGS)
@@ -169,7 +166,7 @@ class Supervisor(Exits):
         now = time.time()
         self.wake_at = None
         by_member = {p.key: p for p in self.processes.values()}
-        for team in self.ws.team_names():
+        for team in self.ws.store.team_names():
             # one team's bad file (a hand-edited task, a missing folder) must not stop the
             # supervisor, and with it every other team
             try:
@@ -205,7 +202,7 @@ class Supervisor(Exits):
                           team, exc, kept)
             return None
         if self.troubles.clear(team, troubles.ROSTER):
-            log.info("team %s: %s reads again", team, self.ws.config(team))
+            log.info("team %s: its roster (config.json) reads again", team)
         self.rosters[team] = config
         return config
 
@@ -229,8 +226,8 @@ class Supervisor(Exits):
             waiting = {m["name"] for m in members if m["status"] == "sleeping"
                        and self.has_waking_mail(team, m, quiet_view, live)}
             sent, due = self.boards.hand_out(  # claims and sends tasks
-                team, members, live, waiting, reload=self._watcher is None
-                or self._watcher.polling)
+                team, members, live, waiting, reload=self.feed is None
+                or self.feed.polling)
             waiting |= sent
             if due is not None:
                 self.wake_in(due - time.time())
@@ -255,9 +252,8 @@ class Supervisor(Exits):
         if deleting and not any(p.team == team for p in self.processes.values()) \
                 and not actions.live_members(config):
             actions.remove_team(self.ws, team)
-            if self._watcher is not None:  # a team created again under this name is new
-                self._watcher.remove(self.ws.team_dir(team))
-                self._watcher.remove(self.ws.tasks_dir(team))
+            if self.feed is not None:  # a team created again under this name is new
+                self.feed.unwatch(team)
             log.info("team_deleted: %s", team)
 
     @staticmethod
@@ -325,7 +321,7 @@ class Supervisor(Exits):
 
     def status_line(self) -> str:
         counts: dict[str, int] = {}
-        for team in self.ws.team_names():
+        for team in self.ws.store.team_names():
             # as the last reconcile read it (or the last good copy): a reread of every
             # member's file for a status line would cost what the cached roster saves
             config: Json | None = self.rosters.get(team)
@@ -358,7 +354,7 @@ class Supervisor(Exits):
             return
         # without inotify teamd cannot poke: the member then watches for itself (loudly)
         process = fork_process(self.ws, team, name, self.conf, self.pid, wake_pipe=not (
-            self._watcher is None or self._watcher.polling))
+            self.feed is None or self.feed.polling))
         self.processes[process.pid] = process
 
         def record(m: Json, config: Json) -> bool:  # recorded (and its move journaled)

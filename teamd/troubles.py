@@ -14,7 +14,7 @@ import logging
 import time
 from collections.abc import Iterable
 
-from teamd import events, files
+from teamd import events
 from teamd.errors import TeamdError
 from teamd.files import Json
 from teamd.layout import Workspace
@@ -69,8 +69,8 @@ class Troubles:
     def publish(self) -> None:
         """Put `latest` in teamd.json for `status` (the supervisor alone writes that file)."""
         try:
-            info = files.read_json(self.ws.supervisor_info)
+            info = self.ws.store.supervisor_info()
             if info:
-                files.write_json(self.ws.supervisor_info, {**info, "errors": self.latest()})
+                self.ws.store.write_supervisor_info({**info, "errors": self.latest()})
         except (OSError, TeamdError) as exc:
-            log.warning("cannot record teamd's errors in %s: %s", self.ws.supervisor_info, exc)
+            log.warning("cannot record teamd's errors: %s", exc)

@@ -2,9 +2,9 @@
 
 This module owns the supervisor's waiting (gunicorn's arbiter plumbing): signal handlers
 that only enqueue and wake the loop through the wakeup fd, the `select` on that fd and on
-inotify until the next timer, what a file inotify names means (a member's inbox: a poke
-through its wake pipe; a task: the board index; the roster: the cached view re-read, only
-that file), and teamd's own member writes told to the cached roster at once.
+the store's change feed until the next timer, what a `Change` means (a member's inbox: a
+poke through its wake pipe; a task: the board index; the roster: the cached view re-read,
+only that record), and teamd's own member writes told to the cached roster at once.
 `Supervisor` (teamd/supervisor.py) is a `Wakeups`; it keeps the state declared here.
 """
 
@@ -15,27 +15,28 @@ import select
 import signal
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any, TypeVar
 
 from teamd import actions, roster, roster_cache
 from teamd import assign as assign_mod
 from teamd import wake as wake_mod
 from teamd.files import Json
-from teamd.layout import NAME_RE, Workspace
+from teamd.layout import Workspace
 from teamd.proc import drain_fd
 from teamd.processes import Ladder, MemberProcess
 from teamd.settings import Settings
-from teamd.watch import Watcher
+from teamd.store import Change, Feed, Kind
 
 T = TypeVar("T")
 
 SAFETY_INTERVAL = 5.0  # a reconcile at least this often, in case a wakeup was missed
-INBOX_SUFFIX = "_inbox.jsonl"
+#: the changes the supervisor acts on (a journal line or a session write is not a reason)
+SUPERVISED = frozenset({Kind.TEAM, Kind.SPEC, Kind.MEMBER, Kind.INBOX, Kind.TASK,
+                        Kind.TASK_IDS, Kind.SPEND})
 
 
 class Wakeups:
-    """The supervisor's signals, inotify watches and timers; its writes of a member."""
+    """The supervisor's signals, change feed and timers; its writes of a member."""
 
     SIGNALS = (signal.SIGCHLD, signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
@@ -52,7 +53,7 @@ class Wakeups:
     watchdog_every: float | None
     next_watchdog: float
     _pipe: tuple[int, int] | None
-    _watcher: Watcher | None
+    feed: Feed | None
 
     def init_signals(self) -> None:
         r, w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
@@ -65,15 +66,15 @@ class Wakeups:
         self.sig_queue.append(signum)  # the loop does the work; handlers only take note
 
     def sleep(self) -> bool:
-        """Wait for a signal, a file that matters, or the next timer. True when the roster
-        should be reconciled (a journal line or a session write is not a reason)."""
-        assert self._pipe is not None and self._watcher is not None
+        """Wait for a signal, a change that matters, or the next timer. True when the
+        roster should be reconciled."""
+        assert self._pipe is not None and self.feed is not None
         if self.sig_queue:
             return True
         timeout = self.next_timeout()
         fds: list[Any] = [self._pipe[0]]
-        if not self._watcher.polling:
-            fds.append(self._watcher)
+        if not self.feed.polling:
+            fds.append(self.feed)
         try:
             ready, _, _ = select.select(fds, [], [], timeout)
         except InterruptedError:
@@ -84,15 +85,14 @@ class Wakeups:
         if self._pipe[0] in ready:
             dirty = True
             drain_fd(self._pipe[0])
-        if self._watcher in ready:
-            changes, overflow = self._watcher.drain_events()
-            if overflow:  # events were lost: read the boards and the rosters again
+        if self.feed in ready:
+            changes, lost = self.feed.drain()
+            if lost:  # changes were lost: read the boards and the rosters again
                 self.boards.reload_all()
                 self.views.clear()
-            for folder, name in changes:
-                if folder in (self.ws.teams_dir, self.ws.tasks_root) and NAME_RE.fullmatch(name):
-                    self.watch_team(name)  # before its config.json lands, so none slips
-                if self.note_change(folder, name):  # pokes, the board, the cached roster
+                dirty = True
+            for change in changes:
+                if self.note_change(change):  # pokes, the board, the cached roster
                     dirty = True
         return dirty
 
@@ -123,49 +123,36 @@ class Wakeups:
         drain_fd(self._pipe[0])
         self.sig_queue.clear()
 
-    def watch_team(self, team: str) -> None:
-        assert self._watcher is not None
-        for folder in (self.ws.team_dir(team), self.ws.members_dir(team),
-                       self.ws.tasks_dir(team)):
-            if folder.is_dir():
-                self._watcher.add(folder)
-
-    def note_change(self, folder: Path | None, name: str) -> bool:
-        """A file inotify named: poke the member whose inbox it is; keep the board index
-        and the cached roster of its team up to date (only that file is read again);
+    def note_change(self, change: Change) -> bool:
+        """What the feed reported: poke the member whose inbox it is; keep the board index
+        and the cached roster of its team up to date (only that record is read again);
         remember a roster or spend change for `roster_pokes`. True when the change needs a
         reconcile: mail for a member that is up needs none (unless it was just given a
         task: its taking it in is news), nor does a spend."""
-        if folder is None:
-            return True
-        if folder in (self.ws.teams_dir, self.ws.tasks_root):
-            self.boards.forget(name)  # a team came or went: its board is new
-            self.views.pop(name, None)
-            return True
-        if folder.parent == self.ws.tasks_root:
-            self.boards.note_file(folder.name, name)
-            return name.endswith(".highwatermark") or (
-                name.endswith(".json") and name[:-5].isdigit())
-        if folder.parent.parent == self.ws.teams_dir:  # members/: one member's live state
-            team = folder.parent.name
-            if name.endswith(".json") and team in self.views:
-                self.views[team].member_changed(name[:-5])
-            self.roster_touched.add(team)
-            return name.endswith(".json")
-        team = folder.name
-        if name.endswith(INBOX_SUFFIX):
-            owner = name[:-len(INBOX_SUFFIX)]
-            return not self.poke_members(team, [owner]) or self.boards.is_given(team, owner)
-        if name in ("config.json", "members"):
-            if name == "members" and self._watcher is not None:
-                self._watcher.add(folder / name)  # made after the team folder was seen
-            if team in self.views:
-                self.views[team].spec_changed()
-            self.roster_touched.add(team)
-            return True
-        if name == "spend.json":
-            self.roster_touched.add(team)
-        return False
+        team = change.team
+        match change.kind:
+            case Kind.TEAM:  # a team came or went: its board and roster are new
+                self.boards.forget(team)
+                self.views.pop(team, None)
+            case Kind.TASK | Kind.TASK_IDS:
+                self.boards.note(change)
+            case Kind.MEMBER:  # one member's live state
+                if team in self.views and change.name is not None:
+                    self.views[team].member_changed(change.name)
+                self.roster_touched.add(team)
+            case Kind.INBOX:
+                owner = change.name or ""
+                return not self.poke_members(team, [owner]) or self.boards.is_given(team, owner)
+            case Kind.SPEC:
+                if team in self.views:
+                    self.views[team].spec_changed()
+                self.roster_touched.add(team)
+            case Kind.SPEND:
+                self.roster_touched.add(team)
+                return False
+            case _:
+                return False
+        return True
 
     def poke_members(self, team: str, names: list[str]) -> bool:
         """Poke the live children among `names`; True if every one of them was poked."""

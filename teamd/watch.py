@@ -12,7 +12,6 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import Any
 
 log = logging.getLogger(__name__)
 
@@ -130,16 +129,3 @@ class Watcher:
                  tb: TracebackType | None) -> None:
         self.close()
 
-
-def wait_for(folders: list[Path], check: Callable[[], Any], timeout: float,
-             tick: float = 0.5) -> Any:
-    """Return check()'s first truthy value, re-checking on every change in `folders` and
-    at least every `tick` seconds (a process exit touches no file); falsy at the deadline."""
-    deadline = time.monotonic() + timeout
-    with Watcher([f for f in folders if f.is_dir()], poll_fallback=min(tick, 0.5)) as watcher:
-        while True:
-            result = check()
-            left = deadline - time.monotonic()
-            if result or left <= 0:
-                return result
-            watcher.wait(min(tick, left))

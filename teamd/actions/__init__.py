@@ -21,7 +21,6 @@ from teamd.actions.answers import (
     check_shutdown_refusal,
 )
 from teamd.actions.deletion import (
-    ARCHIVED,
     asked_to_shut_down,
     begin_delete,
     delete_team,
@@ -61,12 +60,10 @@ from teamd.actions.teams import (
     create_team,
     require_team,
     set_budget,
-    stamp,
 )
 
 __all__ = [
     "ANSWERS",
-    "ARCHIVED",
     "FLAGS",
     "TOOL_INPUTS",
     "WINDING_DOWN",
@@ -99,7 +96,6 @@ __all__ = [
     "set_budget",
     "shutdown",
     "spawn",
-    "stamp",
     "still_up",
     "stop",
     "stops_without_handshake",

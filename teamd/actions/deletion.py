@@ -1,23 +1,20 @@
 """Deleting a team: `state=deleting` and the shutdown asks (one roster lock), then the
-folders renamed into `.teams/.archive/` (or purged) once nobody is live (CONTRACT §9)."""
+team removed by the store — archived (or purged) — once nobody is live (CONTRACT §9)."""
 
 from __future__ import annotations
 
-import os
-import shutil
 import time
 from pathlib import Path
 
 from teamd import (
     events,
-    files,
     inbox,
     pidfile,
     roster,
     worktrees,
 )
 from teamd.actions.members import open_shutdown, stops_without_handshake
-from teamd.actions.teams import require_team, stamp
+from teamd.actions.teams import require_team
 from teamd.errors import BadInput, TeamdError
 from teamd.files import Json
 from teamd.layout import Workspace
@@ -59,7 +56,7 @@ def begin_delete(ws: Workspace, team: str, *, force: bool = False, purge: bool =
 
 
 def team_gone(ws: Workspace, team: str) -> bool:
-    return not ws.config(team).is_file()
+    return not ws.store.team_exists(team)
 
 
 def finish_delete(ws: Workspace, team: str) -> bool:
@@ -94,16 +91,16 @@ def asked_to_shut_down(opened: list[Json]) -> str | None:
 
 
 def remove_team(ws: Workspace, team: str) -> Path | None:
-    """Remove the team's folders; keep its journal (rotated files too), sessions,
-    transcripts, logs, roster and board in `.teams/.archive/{team}-{ts}/` unless the
-    deletion asked for `purge`. Returns the archive, or None (purged, or already removed
-    by someone else). Worktrees are released first, with no lock held (git runs): clean
-    and merged ones removed, any other kept, and said so in the journal that is archived.
+    """Remove the team; keep its journal (rotated files too), sessions, transcripts, logs,
+    roster and board in an archive (`.teams/.archive/{team}-{ts}/`) unless the deletion
+    asked for `purge`. Returns the archive, or None (purged, or already removed by someone
+    else). Worktrees are released first, with no lock held (git runs): clean and merged
+    ones removed, any other kept, and said so in the journal that is archived.
 
-    Under the roster lock (then the journal's): `team_deleted` is appended as the
-    journal's last line and the team folder renamed away in one step, so nobody sees half a
-    team and nothing is journalled after it. Two removers racing: one wins, the other finds
-    the team gone and returns None."""
+    Under the roster lock, the store's `delete_team`: `team_deleted` is appended as the
+    journal's last line, the board goes, and the team goes in one step, so nobody sees half
+    a team and nothing is journalled after it. Two removers racing: one wins, the other
+    finds the team gone and returns None."""
     try:
         config = roster.load(ws, team)
     except BadInput:
@@ -116,17 +113,8 @@ def remove_team(ws: Workspace, team: str) -> Path | None:
         with roster.locked(ws, team) as config:
             if live_members(config):
                 raise TeamdError(f"team {team!r} still has live members")
-            now = time.time()
-            when = stamp(now)
-            purge = bool(config.get("purge"))
-            if purge:
-                target = ws.teams_dir / f".deleted-{team}-{when}-{os.getpid()}"
-            else:
-                target = files.ensure_dir(ws.archive_dir) / f"{team}-{when}"
-            with files.lock(ws.events(team)):
-                files.append_jsonl(ws.events(team), [{"ts": now, "event": "team_deleted"}],
-                                   locked=True)
-                os.replace(ws.team_dir(team), target)
+            kept = ws.store.delete_team(team, {"ts": time.time(), "event": "team_deleted"},
+                                        purge=bool(config.get("purge")))
     except (BadInput, FileNotFoundError):
         if team_gone(ws, team):
             return None  # someone else removed it first
@@ -135,35 +123,4 @@ def remove_team(ws: Workspace, team: str) -> Path | None:
         if team_gone(ws, team):
             return None  # its folder went while we took the lock
         raise
-    if ws.tasks_dir(team).is_dir():
-        board_dir = target / "tasks" if not purge else target.with_name(target.name + "-tasks")
-        try:
-            os.replace(ws.tasks_dir(team), board_dir)
-        except FileNotFoundError:
-            pass
-        if purge:
-            shutil.rmtree(board_dir, ignore_errors=True)
-    if purge:
-        shutil.rmtree(target, ignore_errors=True)
-        return None
-    _prune_archive(target)
-    return target
-
-
-#: what an archive keeps of a team folder; inboxes, requests and locks are dropped
-ARCHIVED = ("config.json", "members", "sessions", "transcripts", "logs", "tasks", "removed")
-
-
-def _prune_archive(folder: Path) -> None:
-    for path in folder.iterdir():
-        keep = path.name in ARCHIVED or (path.name.startswith("events")
-                                         and path.name.endswith(".jsonl"))
-        if keep:
-            if path.is_dir():  # the members' status files stay, not their locks
-                for lock in path.glob("*.lock"):
-                    lock.unlink(missing_ok=True)
-            continue
-        if path.is_dir():
-            shutil.rmtree(path, ignore_errors=True)
-        else:
-            path.unlink(missing_ok=True)
+    return None if kept is None else Path(kept)

@@ -4,7 +4,6 @@ restart, `up`/`down` for the whole team, and taking a member out of the roster f
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -14,7 +13,6 @@ from teamd import (
     board,
     budget,
     events,
-    files,
     inbox,
     pidfile,
     policy,
@@ -25,10 +23,11 @@ from teamd import (
     worktrees,
 )
 from teamd.actions.answers import check_answerer
-from teamd.actions.teams import require_team, stamp
+from teamd.actions.teams import require_team
 from teamd.errors import BadInput, TeamdError
 from teamd.files import Json
 from teamd.layout import LEAD, Workspace, validate_member_name
+from teamd.names import stamp
 from teamd.records import Member, Message, Request, Worktree
 from teamd.states import Desired, Status, Writer, transition
 
@@ -358,13 +357,5 @@ def _set_aside(ws: Workspace, team: str, name: str) -> Path | None:
     read), so a member spawned again by that name starts with its own prompt and nothing
     of the old one's history (CONTRACT §6). Each file moved under its own lock, in the
     contract's order (inbox, then session). Returns the folder, or None if nothing moved."""
-    moves = [(ws.inbox(team, name), "inbox.jsonl"), (ws.session(team, name), "session.jsonl")]
-    if not any(path.exists() for path, _ in moves):
-        return None
-    folder = files.ensure_dir(ws.removed_dir(team) / f"{name}-{stamp(time.time())}")
-    for path, kept in moves:
-        if path.parent.is_dir():
-            with files.lock(path):
-                if path.exists():
-                    os.replace(path, folder / kept)
-    return folder
+    kept = ws.store.keep_removed(team, name, stamp(time.time()))
+    return None if kept is None else Path(kept)

@@ -3,14 +3,12 @@ its budget and its members' budgets, and the stamp of archive folders (CONTRACT 
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
 from teamd import (
     budget,
     events,
-    files,
     roster,
     settings,
     worktrees,
@@ -35,7 +33,7 @@ def create_team(ws: Workspace, team: str, description: str = "", *, repo: str | 
     if runtime is not None:
         runtime = settings.check("runtime", runtime, "--runtime")
     budget_usd = None if budget_usd is None else budget.parse_usd(budget_usd, "--budget")
-    if ws.team_exists(team):
+    if ws.store.team_exists(team):
         raise BadInput(f"team {team!r} already exists")
     top: Path | None = None
     if repo is not None:
@@ -44,20 +42,12 @@ def create_team(ws: Workspace, team: str, description: str = "", *, repo: str | 
         top = worktrees.require_repo(ws.root, "the root (give --repo DIR)")
     if top is not None:
         worktrees.exclude_workspace(ws, top)
-    for folder in (ws.teams_dir, ws.tasks_root, ws.team_dir(team), ws.members_dir(team),
-                   ws.requests_dir(team), ws.sessions_dir(team), ws.transcripts_dir(team),
-                   ws.logs_dir(team), ws.tasks_dir(team)):
-        files.ensure_dir(folder)
     config = roster.new_roster(team, description, budget_usd)
     config.setdefault("repo", str(top) if top is not None else None)
     config.setdefault("worktrees", bool(worktrees_on))
     config.setdefault("runtime", runtime)
-    with files.lock(ws.config(team)):
-        if ws.team_exists(team):
-            raise BadInput(f"team {team!r} already exists")
-        with files.lock(ws.spend(team)):  # before the roster: a team always has its spend
-            budget.start(ws, team)
-        files.write_json(ws.config(team), config)
+    if not ws.store.create_team(team, config, budget.new_spend()):
+        raise BadInput(f"team {team!r} already exists")
     events.emit(ws, team, "team_created", description=description)
     return config
 
@@ -93,6 +83,3 @@ def set_budget(ws: Workspace, team: str, usd: Any, member: str | None = None) ->
     return {"team": team, "member": member, "budget_usd": value, "spent_usd": spent}
 
 
-def stamp(now: float) -> str:
-    """YYYYmmddTHHMMSS.ffffff, local time: the stamp of archive and removed folders."""
-    return time.strftime("%Y%m%dT%H%M%S", time.localtime(now)) + f".{int(now % 1 * 1e6):06d}"

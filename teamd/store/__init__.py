@@ -18,4 +18,4 @@ __all__ = ["Change", "Feed", "Kind", "Store", "open_store"]
 def open_store(root: Path) -> Store:
     """The store of the workspace at `root`."""
     from teamd.store.files import FilesStore
-    return FilesStore(root)  # type: ignore[return-value]  # until every part is filled
+    return FilesStore(root)

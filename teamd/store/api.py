@@ -74,8 +74,9 @@ class Store(Protocol):
     def changes(self, teams: Sequence[str] | None = None, *, kinds: frozenset[Kind] | None = None,
                 poll_fallback: float = 0.5) -> Feed:
         """A feed of the changes of `teams` (None: every team), only of `kinds` when given.
-        A team coming or going is a TEAM change (of `teams` only, when given); one that
-        comes is watched at once, before anything is written in it."""
+        A team coming or going is a TEAM change (of `teams` only, when given): read it
+        again whole, since what was written in it before it was reported may not be
+        reported one by one; from that report on, its changes are."""
 
     def wait_for(self, teams: Sequence[str], check: Callable[[], Any], timeout: float,
                  tick: float = 0.5) -> Any:
@@ -92,30 +93,42 @@ class Store(Protocol):
 
     def team_exists(self, team: str) -> bool: ...
 
+    def describe_team(self, team: str) -> str:
+        """Where the team is, for a message to a person (files: its folder)."""
+
     def create_team(self, team: str, roster: Json, spend: Json) -> bool:
-        """Make the team with its first roster and spend; False (nothing written) when it
-        exists already. BadInput when a deleted team's board is left over."""
+        """Make the team with its first roster and spend (the spend first: a team always
+        has one); False (nothing written) when it exists already. BadInput, naming it,
+        when a deleted team's board is left over (CONTRACT §17)."""
 
     def delete_team(self, team: str, last: Json, *, purge: bool) -> str | None:
-        """Remove the team in one step for readers: `last` (the `team_deleted` line) ends
-        its journal, its board goes first, then its records; with `purge` nothing is
-        kept, else the journal, sessions and transcripts are archived. Returns where the
-        archive is (shown to people), or None."""
+        """Remove the team in one step for readers, inside its roster unit: `last` (the
+        `team_deleted` line, its `ts` the archive's stamp) ends its journal, its board
+        goes first (CONTRACT §17), then its records; with `purge` nothing is kept, else
+        the journal, roster, sessions, transcripts, logs and board are archived. Returns
+        where the archive is (shown to people), or None. TeamdError or FileNotFoundError
+        when the team went meanwhile."""
 
     def archives(self, team: str) -> list[str]:
-        """The archives of deleted teams called `team`, oldest first (for `logs`)."""
+        """The archives of deleted teams called `team`, oldest first (for `logs`): where
+        each is (files: its folder's absolute path)."""
 
     # -- the roster (CONTRACT §4) ------------------------------------------------------
-    def roster_unit(self, team: str) -> AbstractContextManager[None]:
-        """The roster's unit of work; BadInput if the team does not exist."""
+    def roster_unit(self, team: str) -> AbstractContextManager[bool]:
+        """The roster's unit of work; yields False, holding nothing, when the team does
+        not exist."""
 
     def member_unit(self, team: str, name: str, *, create: bool = True
                     ) -> AbstractContextManager[bool]:
         """Member `name`'s unit of work (after the roster's); yields False, holding
-        nothing, when `create` is False and the member has no state yet."""
+        nothing, when the team does not exist, or when `create` is False and the member
+        has no state yet (the hot path: nothing is made, nothing but the unit is read)."""
 
     def read_spec(self, team: str) -> Json | None:
         """`config.json` as stored (any schema), or None when the team does not exist."""
+
+    def describe_spec(self, team: str) -> str:
+        """Where the team's roster is, for a message to a person (files: its path)."""
 
     def write_spec(self, team: str, doc: Json) -> None: ...
 
@@ -127,10 +140,11 @@ class Store(Protocol):
     def drop_state(self, team: str, name: str) -> None: ...
 
     def keep_removed(self, team: str, name: str, stamp: str) -> str | None:
-        """Put a removed member's session and inbox aside for a person to read; where."""
+        """Put a removed member's inbox, then its session, aside for a person to read
+        (`stamp`: `teamd.names.stamp`); where, or None when it had neither."""
 
     def removed(self, team: str, name: str) -> list[str]:
-        """What `keep_removed` kept of members called `name`, oldest first."""
+        """Where `keep_removed` kept what it kept of members called `name`, oldest first."""
 
     # -- the board (CONTRACT §5) -------------------------------------------------------
     def board_exists(self, team: str) -> bool:
@@ -299,14 +313,17 @@ class Store(Protocol):
 
     # -- the supervisor (CONTRACT §2, §9) ----------------------------------------------
     def claim_supervisor(self, info: Json) -> Any:
-        """Become the root's one supervisor (a handle to keep), or raise if another is."""
+        """Become the root's one supervisor and store its record `info` (a handle to keep,
+        released when the process dies), or None when another holds the claim."""
 
     def supervisor_info(self) -> Json | None:
-        """The running supervisor's record, or None when none holds the claim."""
+        """The supervisor's record as last written, or None (whether its process still
+        runs is for the reader to check: `teamd.pidfile.running`)."""
 
     def write_supervisor_info(self, info: Json) -> None: ...
 
-    def release_supervisor(self, handle: Any) -> None: ...
+    def release_supervisor(self, handle: Any) -> None:
+        """The record goes, then the claim."""
 
     def read_paged(self, team: str) -> Json | None:
         """Ids the `person_needed` hook already ran for (teamd's own record)."""

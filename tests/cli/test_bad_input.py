@@ -125,6 +125,8 @@ CASES = [
          "unknown message type"),
     Case("init-twice", ("init",), "already exists"),
     Case("create-existing", ("create", "t"), "already exists"),
+    Case("create-over-a-left-board", ("create", "old"),
+         r"team 'old': the board of a deleted team is left over in \S*/\.tasks/old;"),
     # -- a team being deleted takes no new work ------------------------------------------
     Case("deleting-send", ("send", "gone", "alice", "hi"), "team 'gone' is being deleted"),
     Case("deleting-broadcast", ("broadcast", "gone", "hi"), "team 'gone' is being deleted"),
@@ -152,6 +154,10 @@ def prepare(root: Path) -> None:
     actions.create_team(ws, "gone")
     actions.spawn(ws, "gone", "alice", "work")
     actions.begin_delete(ws, "gone")
+    # a board a crash left behind when its team went first (CONTRACT §17)
+    left = root / ".tasks" / "old"
+    left.mkdir(mode=0o700)
+    (left / "1.json").write_text('{"id": 1, "subject": "from a deleted team"}')
 
 
 @dataclass

@@ -27,8 +27,8 @@ from teamd.watch import Watcher
 INBOX_SUFFIX = "_inbox.jsonl"
 
 # what a watched folder is: the two roots, or one of a team's folders
-ROOT, TEAM_DIR, MEMBERS, TASKS, REQUESTS, SESSIONS = (
-    "root", "team", "members", "tasks", "requests", "sessions")
+TOP, ROOT, TEAM_DIR, MEMBERS, TASKS, REQUESTS, SESSIONS = (
+    "top", "root", "team", "members", "tasks", "requests", "sessions")
 #: the kinds a team's sub-folder has to be watched for
 SUB_KINDS = {MEMBERS: {Kind.MEMBER}, TASKS: {Kind.TASK, Kind.TASK_IDS},
              REQUESTS: {Kind.REQUEST}, SESSIONS: {Kind.SESSION}}
@@ -59,10 +59,19 @@ class FilesFeed:
         self._pending: list[Change] = []
         self._lost = False
         self._watcher = Watcher([], poll_fallback=poll_fallback)
-        for root in (paths.teams_dir, paths.tasks_root):
+        self._roots = (paths.teams_dir, paths.tasks_root)
+        if not all(root.is_dir() for root in self._roots):  # until they are made
+            self._add(paths.root, "", TOP)
+        for root in self._roots:
             self._add(root, "", ROOT)
-        for team in (paths.team_names() if teams is None else teams):
+        for team in (self._folders_named() if teams is None else teams):
             self.watch(team)
+
+    def _folders_named(self) -> set[str]:
+        """Every team folder there is, also one whose roster is not written yet (made
+        just before the feed opened: its roster's arrival must be reported too)."""
+        return {child.name for root in self._roots if root.is_dir()
+                for child in root.iterdir() if NAME_RE.fullmatch(child.name)}
 
     def _wants(self, kind: Kind) -> bool:
         return self.kinds is None or kind in self.kinds
@@ -142,16 +151,32 @@ class FilesFeed:
         events, overflow = self._watcher.drain_events()
         self._lost = self._lost or overflow
         for folder, name in events:
-            change = self._decode(folder, name)
-            if change is not None and self._wants(change.kind) and (
-                    self.teams is None or change.team in self.teams):
-                self._pending.append(change)
+            for change in self._decode(folder, name):
+                if self._wants(change.kind) and (self.teams is None or change.team in self.teams):
+                    self._pending.append(change)
 
-    def _decode(self, folder: Path | None, name: str) -> Change | None:
+    def _decode(self, folder: Path | None, name: str) -> list[Change]:
         where = self._folders.get(folder) if folder is not None else None
         if where is None:
-            return None  # a folder unwatched meanwhile
+            return []  # a folder unwatched meanwhile
         team, what = where
+        if what == TOP:
+            return self._root_made(name)
+        change = self._decode_in(team, what, name)
+        return [] if change is None else [change]
+
+    def _root_made(self, name: str) -> list[Change]:
+        """`.teams/` or `.tasks/` was made after the feed opened: watched, and the teams
+        made in it before that reported."""
+        made = [root for root in self._roots if root.name == name]
+        for root in made:
+            self._add(root, "", ROOT)
+            if all(root.is_dir() for root in self._roots):
+                self._remove(self.paths.root)
+        found = [child.name for root in made for child in root.iterdir()] if made else []
+        return [c for c in (self._decode_in("", ROOT, n) for n in found) if c is not None]
+
+    def _decode_in(self, team: str, what: str, name: str) -> Change | None:
         if what == ROOT:
             if not NAME_RE.fullmatch(name):
                 return None  # teamd.json, ratelimit.json, locks, .archive, .calls

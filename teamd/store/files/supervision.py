@@ -1,10 +1,54 @@
-"""The supervisor's lock `teamd.lock`, `teamd.json`, and `person_needed.json` (CONTRACT §2, §11)."""
+"""The supervisor's lock `teamd.lock`, `teamd.json`, and `person_needed.json` (CONTRACT §2, §11).
+
+The flock on `.teams/teamd.lock` is the claim (the kernel drops it when the supervisor
+dies); `teamd.json` is the record of who holds it, which readers check against the live
+process themselves.
+"""
 
 from __future__ import annotations
 
+import fcntl
+import os
+
+from teamd import files
+from teamd.files import Json
 from teamd.store.files.base import Base
 
 
 class Supervision(Base):
     """claim_supervisor, supervisor_info, write_supervisor_info, release_supervisor,
     read/write paged."""
+
+    def claim_supervisor(self, info: Json) -> int | None:
+        """The handle is the descriptor holding the flock. Opened and locked in place,
+        never made afresh: `filelock` may replace a lock file it has just seen made, and
+        two supervisors starting at once on a new root would each hold their own."""
+        files.ensure_dir(self.paths.teams_dir)
+        fd = os.open(self.paths.supervisor_lock,
+                     os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, files.FILE_MODE)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            return None
+        files.ensure_dir(self.paths.tasks_root)  # the feed watches both roots
+        files.write_json(self.paths.supervisor_info, info)
+        return fd
+
+    def supervisor_info(self) -> Json | None:
+        path = self.paths.supervisor_info
+        return files.read_json(path) if path.exists() else None
+
+    def write_supervisor_info(self, info: Json) -> None:
+        files.write_json(self.paths.supervisor_info, info)
+
+    def release_supervisor(self, handle: int | None) -> None:
+        self.paths.supervisor_info.unlink(missing_ok=True)
+        if handle is not None:
+            os.close(handle)  # the flock goes with it
+
+    def read_paged(self, team: str) -> Json | None:
+        return files.read_json(self.paths.paged(team))
+
+    def write_paged(self, team: str, doc: Json) -> None:
+        files.write_json(self.paths.paged(team), doc)

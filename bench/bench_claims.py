@@ -48,7 +48,7 @@ def racer(kind: str, ws: Workspace, name: str, go: multiprocessing.synchronize.E
             if board.claim(ws, TEAM, name, task_id) is not None:
                 got.append(task_id)
     while kind != "ours":
-        found = seed_board.claim(ws.tasks_dir(TEAM), name)
+        found = seed_board.claim(ws.store.paths.tasks_dir(TEAM), name)
         if found is None:
             break
         got.append(found)
@@ -85,7 +85,7 @@ def run(ctx: Context) -> list[Row]:
     actions.create_team(ws, TEAM)
     for i in range(tasks):
         board.create(ws, TEAM, f"task {i}")
-    fresh = {p: p.read_bytes() for p in ws.tasks_dir(TEAM).glob("*.json")}
+    fresh = {p: p.read_bytes() for p in ws.store.paths.tasks_dir(TEAM).glob("*.json")}
     rates: dict[str, list[float]] = {"ours": [], "seed": []}
     counts: dict[str, Counter[str]] = {"ours": Counter(), "seed": Counter()}
     for r in range(rounds):

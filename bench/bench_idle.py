@@ -45,7 +45,7 @@ def start(lab: Lab, ctx: Context, first: int, count: int, until: float
     for name in ours:
         lab.spawn(name)
     for name in seeds:
-        lab.start_seed(name, tasks=lab.ws.tasks_dir(TEAM))
+        lab.start_seed(name, tasks=lab.ws.store.paths.tasks_dir(TEAM))
     try:
         lab.wait_idle(ours, max(1.0, until - time.monotonic()))
     except AssertionError:

@@ -58,7 +58,7 @@ def write_board(ws: Workspace, team: str, n: int, *, done: int = 0, first: int =
     (each blocked by the one before it in its chain, both ways); tasks 1..done are
     completed, owned by `bench`. To grow a board of m tasks, pass first=m: task m's chain
     goes on. Not fsynced: a benchmark's scratch board, fast to build."""
-    folder = ws.tasks_dir(team)
+    folder = ws.store.paths.tasks_dir(team)
     now = time.time()
     for i in range(first, n + 1):
         completed = i <= done
@@ -73,7 +73,7 @@ def write_board(ws: Workspace, team: str, n: int, *, done: int = 0, first: int =
         fd = os.open(folder / f"{i}.json", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "wb") as fh:
             fh.write(files.dumps_doc(task))
-    files.atomic_write_bytes(ws.highwatermark(team), f"{n}\n".encode())
+    files.atomic_write_bytes(ws.store.paths.highwatermark(team), f"{n}\n".encode())
 
 
 # -- sizes -------------------------------------------------------------------------------

@@ -69,13 +69,10 @@ def _journal_of(w: Workspace, team: str) -> tuple[Json | None, str | None]:
             print(f"note: the roster of team {team} cannot be read ({exc}); its journal "
                   "is read all the same", file=sys.stderr)
             return None, None
-        archives = w.archives(team)
+        archives = w.store.archives(team)
         if not archives:
             raise
-        folder = archives[-1]
-        config = files.read_json(folder / "config.json") if \
-            (folder / "config.json").is_file() else None
-        return config, str(folder)
+        return w.store.read_archived_spec(team, archives[-1]), archives[-1]
 
 
 def _colors(config: Json | None) -> dict[str, str]:
@@ -87,7 +84,7 @@ def _colors(config: Json | None) -> dict[str, str]:
 def _removed_session(w: Workspace, team: str, config: Json, name: str) -> str:
     """Where `remove` kept the session a removed member left (the latest, if the name was
     removed twice), or BadInput: no such member, now or before."""
-    kept = w.removed(team, name)
+    kept = w.store.removed(team, name)
     if not kept:
         raise roster.unknown_member(config, name)
     return str(kept[-1])
@@ -252,7 +249,7 @@ def _every_team(w: Workspace, printer: _Printer,
     """Every team's journal, interleaved by time; -n counts across them all."""
     from teamctl.interleave import Source, interleave
 
-    teams = w.team_names()
+    teams = w.store.team_names()
     if not teams:
         print(f"no teams in {w.root}", file=sys.stderr)
         return

@@ -149,7 +149,7 @@ def running_teamd(ws: Workspace, base_url: str, *, log_path: Path | None = None,
 def reap_leftovers(ws: Workspace) -> None:
     """Kill (by recorded pid and start time) any member process still alive: a test that
     failed half-way must not leave processes for the next one."""
-    for team in ws.team_names():
+    for team in ws.store.team_names():
         try:
             members = roster.load(ws, team)["members"]
         except TeamdError:

@@ -109,7 +109,7 @@ def drain_worker(root: str, team: str, name: str, out: str, stop: Any, ready: An
         os.fsync(fd)
         batches += 1
 
-    with Watcher([ws.team_dir(team)]) as watcher:
+    with Watcher([ws.store.paths.team_dir(team)]) as watcher:
         ready.set()
         while True:
             stopping = stop.is_set()
@@ -217,7 +217,7 @@ def tour(root: str) -> None:
     plan = next(r for r in requests.list_requests(ws, "t") if r["kind"] == "plan_approval")
     run("approve", "t", plan["request_id"], "--feedback", "go")
     # a torn tail in an inbox: the next send moves it to *.rejected.jsonl
-    with open(ws.inbox("t", "alice"), "ab") as fh:
+    with open(ws.store.paths.inbox("t", "alice"), "ab") as fh:
         fh.write(b'{"torn": ')
     run("send", "t", "alice", "after the torn line")
     # a tiny journal limit: the next events rotate into events.N.jsonl

@@ -40,7 +40,7 @@ def _shown(doc: Json) -> Json:
 
 
 def teams_doc(ws: Workspace) -> Json:
-    return _shown(observe.status_doc(ws, ws.team_names()))
+    return _shown(observe.status_doc(ws, ws.store.team_names()))
 
 
 def _status_of(ws: Workspace, team: str) -> tuple[Json, Json]:

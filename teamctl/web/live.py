@@ -1,8 +1,8 @@
 """What changed, for the web view's live pages: the names of the teams whose files changed.
 
-`changes` is the one source of "team X changed" (the integrator switches it to the store's
-change feed here alone). It waits on inotify over each team's folders, as `teamctl status
---watch` does (`teamd.watch.Watcher`): idle, it blocks in the kernel and costs nothing.
+`changes` is the one source of "team X changed": the store's change feed (the same wake-ups
+`teamd` uses: inotify in the files store), read by one thread; idle, it blocks in the
+kernel and costs nothing.
 `Hub` runs it on one thread for the whole server and hands each change to every open page.
 """
 
@@ -10,67 +10,33 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import select
 import threading
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 from teamd.layout import Workspace
-from teamd.watch import Watcher
+from teamd.store.changes import Kind
 
 log = logging.getLogger(__name__)
 
 SETTLE = 0.05  #: a burst of writes (a status, a task, a journal line) is one change
 
 
-def _folders(ws: Workspace, team: str) -> list[Path]:
-    return [ws.team_dir(team), ws.members_dir(team), ws.requests_dir(team),
-            ws.sessions_dir(team), ws.tasks_dir(team)]
-
-
 def changes(ws: Workspace) -> Iterator[set[str]]:
     """Each time something changes under the root's teams, the names of the teams it
     touched ("" for the list of teams itself: one created or deleted). Blocks between
-    changes; lock files alone are no change."""
-    with Watcher([]) as watcher:
-        owner: dict[Path, str] = {}
-
-        def watch_all() -> None:
-            # a root with no team yet: its .teams/ folder is awaited in the root itself
-            first = ws.root if not ws.teams_dir.is_dir() else ws.teams_dir
-            if first not in owner:
-                watcher.add(first)
-                owner[first] = ""
-            if first == ws.teams_dir and ws.root in owner:
-                watcher.remove(ws.root)
-                del owner[ws.root]
-            for team in ws.team_names():
-                for folder in _folders(ws, team):
-                    if folder.is_dir() and folder not in owner:
-                        watcher.add(folder)
-                        owner[folder] = team
-
-        watch_all()
+    changes, on the store's change feed (the files store: inotify)."""
+    with ws.store.changes(None) as feed:  # every team, and teams coming and going
         while True:
-            if watcher.polling:
-                watcher.wait(None)
-            else:  # not Watcher.wait: it would take the events drain_events reads below
-                select.select([watcher.fileno()], [], [])
-            time.sleep(SETTLE)
-            found, overflow = watcher.drain_events()
-            teams = {owner.get(folder, "") if folder else "" for folder, name in found
-                     if not name.endswith(".lock")}
-            if overflow:
-                teams |= {"", *ws.team_names()}
-            if not found and not overflow and not watcher.polling:
+            if not feed.wait(None) and not feed.polling:
                 continue
-            for folder in [f for f in owner if not f.is_dir()]:
-                watcher.remove(folder)
-                del owner[folder]
-            watch_all()  # a team made, or a folder it made later (requests/, sessions/)
-            if watcher.polling:
-                teams = {"", *ws.team_names()}
+            time.sleep(SETTLE)
+            found, lost = feed.drain()
+            teams = {change.team for change in found}
+            if any(change.kind is Kind.TEAM for change in found):
+                teams.add("")
+            if lost or feed.polling:  # nothing is known of what changed: everything did
+                teams |= {"", *ws.store.team_names()}
             if teams:
                 yield teams
 

@@ -139,7 +139,7 @@ class Toolbox:
         result = replace(result, content=_redact(result.content))
         ms = int((time.monotonic() - started) * 1000)
         try:
-            if not self.ws.team_dir(self.team).is_dir():
+            if not self.ws.store.team_exists(self.team):
                 # The team was just deleted (TeamDelete of one's own team): journalling now
                 # would recreate its folder, since the lock file's parents get created.
                 return result

@@ -113,6 +113,9 @@ class Store(Protocol):
         """The archives of deleted teams called `team`, oldest first (for `logs`): where
         each is (files: its folder's absolute path)."""
 
+    def read_archived_spec(self, team: str, archive: str) -> Json | None:
+        """The roster a deleted team left in `archive` (one of `archives(team)`), or None."""
+
     # -- the roster (CONTRACT §4) ------------------------------------------------------
     def roster_unit(self, team: str) -> AbstractContextManager[bool]:
         """The roster's unit of work; yields False, holding nothing, when the team does

@@ -115,7 +115,7 @@ def test_transcript_shows_the_saved_history_when_the_session_starts_compacted(
         ws: Workspace) -> None:
     actions.create_team(ws, TEAM)
     actions.spawn(ws, TEAM, "bob", "work")
-    saved = ws.transcripts_dir(TEAM) / "bob-20250101T000000.000000.jsonl"
+    saved = ws.store.paths.transcripts_dir(TEAM) / "bob-20250101T000000.000000.jsonl"
     files.atomic_write_bytes(saved, b"".join(files.dumps_line(t) for t in [
         {"role": "user", "content": [{"type": "text", "text":
                                       '<teammate-message sender="lead" type="message">'
@@ -125,7 +125,7 @@ def test_transcript_shows_the_saved_history_when_the_session_starts_compacted(
                                            "input": {"command": "ls"}}]},
         {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1",
                                       "content": "a.txt\nb.txt", "is_error": False}]}]))
-    files.append_jsonl(ws.session(TEAM, "bob"), [
+    files.append_jsonl(ws.store.paths.session(TEAM, "bob"), [
         {"type": "compaction", "summary": "SUMMARY-b1", "ts": 1.0,
          "transcript": str(saved.relative_to(ws.root)), "carry": []},
         {"type": "assistant", "content": [{"type": "text", "text": "LATE-b1"}], "ts": 2.0}])

@@ -21,7 +21,7 @@ def test_status_shows_the_other_teams_and_one_line_for_the_broken_one(
     make_team(ws, None, "bob", team="beta")
     make_team(ws, None, "carol", team="gamma")
     actions.send(ws, "beta", "bob", "before the hand edit")
-    ws.config("beta").write_bytes(BROKEN)  # the fault: a roster that does not parse
+    ws.store.paths.config("beta").write_bytes(BROKEN)  # the fault: a roster that does not parse
 
     done = teamctl_text(ws.root, "status")
     assert done.returncode == 1, done.stderr
@@ -31,7 +31,7 @@ def test_status_shows_the_other_teams_and_one_line_for_the_broken_one(
     broken = [line for line in out.splitlines() if "beta" in line]
     assert len(broken) == 1, out
     assert broken[0].startswith("team beta: cannot be read: ")
-    assert str(ws.config("beta")) in broken[0] and "not valid JSON" in broken[0]
+    assert str(ws.store.paths.config("beta")) in broken[0] and "not valid JSON" in broken[0]
     assert "bob" not in out
 
     as_json = teamctl_text(ws.root, "status", "--json")
@@ -43,14 +43,14 @@ def test_status_shows_the_other_teams_and_one_line_for_the_broken_one(
     one = teamctl_text(ws.root, "status", "beta")
     assert one.returncode == 1 and "not valid JSON" in one.stderr
     assert teamctl_text(ws.root, "status", "alpha").returncode == 0
-    assert ws.config("beta").read_bytes() == BROKEN  # left for a person to repair
+    assert ws.store.paths.config("beta").read_bytes() == BROKEN  # left for a person to repair
 
 
 def test_logs_reads_the_journal_of_a_team_whose_roster_is_unreadable(
         ws: Workspace) -> None:
     make_team(ws, None, "bob", team="beta")
     actions.send(ws, "beta", "bob", "before the hand edit")
-    ws.config("beta").write_bytes(BROKEN)
+    ws.store.paths.config("beta").write_bytes(BROKEN)
 
     done = teamctl_text(ws.root, "logs", "beta")
     assert done.returncode == 0, done.stderr
@@ -83,11 +83,14 @@ def test_a_roster_that_parses_but_is_no_roster_is_one_line_too(ws: Workspace) ->
     make_team(ws, None, "alice", team="alpha")
     make_team(ws, None, "bob", team="beta")
     for shape in WRONG_SHAPES:
-        ws.config("beta").write_bytes(shape)
+        ws.store.paths.config("beta").write_bytes(shape)
         done = teamctl_text(ws.root, "status")
         assert done.returncode == 1 and "Traceback" not in done.stderr, (shape, done.stderr)
         broken = [line for line in done.stdout.splitlines() if "beta" in line]
-        assert len(broken) == 1 and str(ws.config("beta")) in broken[0], (shape, done.stdout)
+        assert len(broken) == 1 and str(ws.store.paths.config("beta")) in broken[0], (
+            shape,
+            done.stdout,
+        )
         assert broken[0].startswith("team beta: cannot be read: "), (shape, broken)
         assert "team alpha (active)" in done.stdout
         doc = json.loads(teamctl_text(ws.root, "status", "--json").stdout)

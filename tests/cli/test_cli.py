@@ -75,7 +75,7 @@ def test_create_and_json(ws: Workspace) -> None:
     out = cli(ws.root, "create", "t", "--description", "d", "--json")
     doc = as_json(out)
     assert doc["name"] == "t" and doc["state"] == "active" and doc["description"] == "d"
-    assert ws.team_exists("t")
+    assert ws.store.team_exists("t")
     dup = cli(ws.root, "create", "t", ok=False)
     assert isinstance(dup.exception, BadInput)
 
@@ -84,7 +84,7 @@ def test_root_defaults_to_teamd_root_env(ws: Workspace) -> None:
     # the autouse fixture points $TEAMD_ROOT at ws.root; no --root given
     result = runner.invoke(app, ["create", "envteam"])
     assert result.exit_code == 0, result.output
-    assert ws.team_exists("envteam")
+    assert ws.store.team_exists("envteam")
 
 
 def test_spawn_notes_that_no_supervisor_runs(root: Path) -> None:
@@ -117,7 +117,7 @@ def test_send_and_inbox_peek_and_drain(root: Path) -> None:
     drained = cli(root, "inbox", "t")
     assert "alice → lead: from alice" in drained.stdout
     assert inbox.peek(ws, "t", "lead") == []
-    assert ws.inbox("t", "lead").read_bytes() == b""
+    assert ws.store.paths.inbox("t", "lead").read_bytes() == b""
     assert any(r["event"] == "message" and r["message"]["id"] == sent["id"]
                for r in events.read(ws, "t"))
     empty = cli(root, "inbox", "t")
@@ -347,7 +347,7 @@ def test_inbox_follow_drains_new_messages_as_they_land(root: Path) -> None:
         got = [json.loads(line)["id"] for line in read_lines(proc, 5)]
         assert got == sent
         # drained: the follower takes them out of the inbox once it has printed them
-        wait_until(lambda: ws.inbox("t", "lead").read_bytes() == b"", 15, "the drain")
+        wait_until(lambda: ws.store.paths.inbox("t", "lead").read_bytes() == b"", 15, "the drain")
     finally:
         stop(proc)
 
@@ -390,8 +390,8 @@ def test_delete_of_a_team_with_no_live_process(root: Path) -> None:
     cli(root, "task", "add", "t", "goes")
     out = cli(root, "delete", "t", "--timeout", "5")
     assert out.stdout.strip().startswith("deleted team t; its journal and transcripts are in")
-    assert not ws.team_dir("t").exists() and not ws.tasks_dir("t").exists()
-    assert ws.team_names() == ["keep"]
+    assert not ws.store.paths.team_dir("t").exists() and not ws.store.paths.tasks_dir("t").exists()
+    assert ws.store.team_names() == ["keep"]
     assert board.get(ws, "keep", 1)["subject"] == "survives"
     gone = cli(root, "task", "list", "t", ok=False)
     assert isinstance(gone.exception, BadInput)
@@ -462,5 +462,7 @@ def test_inbox_only_peeks_at_an_llm_leads_inbox_and_drains_the_persons(root: Pat
     out = cli(root, "inbox", "t", "--json")
     assert [m["id"] for m in as_jsonl(out)] == [mine["id"]]
     assert "peeking" not in out.stderr
-    assert inbox.peek(ws, "t", "user") == [] and ws.inbox("t", "user").read_bytes() == b""
+    assert (
+        inbox.peek(ws, "t", "user") == [] and ws.store.paths.inbox("t", "user").read_bytes() == b""
+    )
     assert inbox.peek(ws, "t", "lead") != []

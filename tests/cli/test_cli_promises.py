@@ -49,7 +49,7 @@ def out(done: subprocess.CompletedProcess[bytes]) -> list[str]:
 
 def emit_at(ws: Workspace, ts: float, team: str = TEAM, member: str = "alice",
             **fields: Any) -> None:
-    files.append_jsonl(ws.events(team), [{"ts": ts, "event": "tick", "member": member,
+    files.append_jsonl(ws.store.paths.events(team), [{"ts": ts, "event": "tick", "member": member,
                                           **fields}])
 
 
@@ -204,7 +204,7 @@ def test_logs_follow_of_every_team_prints_what_each_appends_and_ends_on_ctrl_c(
 
 def test_logs_and_transcript_of_a_removed_member(ws: Workspace, team: str) -> None:
     actions.send(ws, TEAM, "bob", "before you go")
-    files.append_jsonl(ws.session(TEAM, "bob"), [
+    files.append_jsonl(ws.store.paths.session(TEAM, "bob"), [
         {"type": "assistant", "ts": time.time(),
          "content": [{"type": "text", "text": "bob's last words"}]}])
     actions.stop(ws, TEAM, "bob")
@@ -287,7 +287,7 @@ def test_config_says_what_is_in_force_and_where_it_came_from(ws: Workspace) -> N
 
 
 def test_an_empty_message_is_refused_and_nothing_is_written(ws: Workspace, team: str) -> None:
-    before = (ws.events(TEAM).read_bytes(), inbox.peek(ws, TEAM, "alice"))
+    before = (ws.store.paths.events(TEAM).read_bytes(), inbox.peek(ws, TEAM, "alice"))
     for args, stdin in ((["send", TEAM, "alice", ""], None),
                         (["send", TEAM, "alice", "  \n"], None),
                         (["send", TEAM, "alice", "-"], b""),
@@ -295,7 +295,7 @@ def test_an_empty_message_is_refused_and_nothing_is_written(ws: Workspace, team:
         done = run(ws, *args, stdin=stdin)
         assert done.returncode == 2 and b"empty" in done.stderr, args
         assert len(done.stderr.decode().strip().splitlines()) == 1
-    assert (ws.events(TEAM).read_bytes(), inbox.peek(ws, TEAM, "alice")) == before
+    assert (ws.store.paths.events(TEAM).read_bytes(), inbox.peek(ws, TEAM, "alice")) == before
 
 
 def test_a_root_that_is_not_there_is_bad_input_but_init_makes_it(tmp_path: Path) -> None:

@@ -75,7 +75,7 @@ def spawn_warnings(ws: Workspace, name: str, *args: str, **env: str) -> list[str
     """`teamctl spawn t NAME ARGS` (a key set: no warning about it in the way): exit 0,
     and its warning lines."""
     env = {**clean_env(), "ANTHROPIC_API_KEY": "k", **env}
-    if not ws.team_exists("t"):
+    if not ws.store.team_exists("t"):
         assert teamctl(ws.root, "create", "t", env=env).returncode == 0
     done = teamctl(ws.root, "spawn", "t", name, "--prompt", "p", *args, env=env)
     assert done.returncode == 0, done.stderr

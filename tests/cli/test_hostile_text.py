@@ -94,7 +94,7 @@ def test_every_view_shows_control_characters_escaped_and_json_keeps_them(
         # the fault happened: the raw text is in the journal, the session and the inbox
         assert holds(journal(ws, TEAM), HOSTILE) >= 2  # the message, the command
         # the reply, the command, its output, the message
-        assert holds(files.read_jsonl(ws.session(TEAM, "alice")).records, HOSTILE) >= 4
+        assert holds(files.read_jsonl(ws.store.paths.session(TEAM, "alice")).records, HOSTILE) >= 4
 
         attach = subprocess.Popen([str(TEAMCTL), "--root", str(ws.root), "attach", TEAM,
                                    "alice"], stdout=subprocess.PIPE, env=clean_env())

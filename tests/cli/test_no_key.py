@@ -35,7 +35,7 @@ def test_without_a_key_spawn_and_status_say_so_and_the_member_does_not_retry(
 
     daemon = Teamd(ws, env)
     try:
-        record = files.read_json(ws.supervisor_info)
+        record = files.read_json(ws.store.paths.supervisor_info)
         assert record is not None and record["api_key_set"] is False
         # the running teamd has no key: that is what spawn says, whatever this shell has
         done = teamctl(ws.root, "spawn", TEAM, "alice", "--prompt", "Say hello.",

@@ -51,7 +51,7 @@ def emit_at(ws: Workspace, ts: float, event: str, member: str | None = None,
     rec: files.Json = {"ts": ts, "event": event, **fields}
     if member:
         rec["member"] = member
-    files.append_jsonl(ws.events(TEAM), [rec])
+    files.append_jsonl(ws.store.paths.events(TEAM), [rec])
 
 
 # -- delete beside a running supervisor -------------------------------------------------------
@@ -68,15 +68,18 @@ def test_delete_with_a_supervisor_running_never_tracebacks(ws: Workspace) -> Non
             err = done.stderr.decode()
             assert done.returncode == 0 and "Traceback" not in err and not err, (i, err)
             assert out_lines(done)[-1].startswith("deleted team t2")
-            assert not ws.team_dir("t2").exists() and not ws.tasks_dir("t2").exists()
-    archives = ws.archives("t2")
+            assert (
+                not ws.store.paths.team_dir("t2").exists()
+                and not ws.store.paths.tasks_dir("t2").exists()
+            )
+    archives = ws.store.paths.archives("t2")
     assert len(archives) == 20  # every round kept its post-mortem
     for folder in archives:
         journal = files.read_jsonl(folder / "events.jsonl").records
         assert journal[0]["event"] == "team_created"
         assert journal[-1]["event"] == "team_deleted"
     # no half-removed team folder anywhere
-    assert sorted(p.name for p in ws.teams_dir.iterdir()
+    assert sorted(p.name for p in ws.store.paths.teams_dir.iterdir()
                   if p.name not in ("teamd.lock", "teamd.json")) == [".archive"]
 
 
@@ -181,7 +184,7 @@ def test_logs_reads_rotated_files_oldest_first(ws: Workspace, team: str,
         patch.setenv("TEAMD_EVENTS_KEEP", "100")
         for i in range(60):
             events.emit(ws, TEAM, "tick", member="alice", n=i)
-    assert len(list(ws.team_dir(TEAM).glob("events.*.jsonl"))) > 5
+    assert len(list(ws.store.paths.team_dir(TEAM).glob("events.*.jsonl"))) > 5
     ticks = [json.loads(x)["n"] for x in out_lines(run(ws, "logs", TEAM, "--json", env=env))
              if '"tick"' in x]
     assert ticks == list(range(60))
@@ -238,7 +241,10 @@ def test_logs_of_a_deleted_team_reads_its_latest_archive(ws: Workspace, team: st
     shown = [json.loads(x) for x in out_lines(done)]
     assert [r.get("n") for r in shown if r["event"] == "tick"] == ["second life"]
     assert shown[-1]["event"] == "team_deleted"
-    assert b"was deleted" in done.stderr and str(ws.archives(TEAM)[-1]).encode() in done.stderr
+    assert (
+        b"was deleted" in done.stderr
+        and str(ws.store.paths.archives(TEAM)[-1]).encode() in done.stderr
+    )
     assert run(ws, "logs", "never-was").returncode == 2
 
 
@@ -246,10 +252,10 @@ def test_logs_of_a_deleted_team_reads_its_latest_archive(ws: Workspace, team: st
 def test_logs_n_reads_only_the_tail_of_a_large_journal(ws: Workspace, team: str) -> None:
     # ~40 MB of small events, written in one go (as a busy team's journal would hold)
     line = b'{"ts":1.0,"event":"tick","member":"alice","n":%d,"pad":"' + b"x" * 120 + b'"}\n'
-    with open(ws.events(TEAM), "ab") as f:
+    with open(ws.store.paths.events(TEAM), "ab") as f:
         for chunk in range(0, 250_000, 10_000):
             f.write(b"".join(line % i for i in range(chunk, chunk + 10_000)))
-    size = ws.events(TEAM).stat().st_size
+    size = ws.store.paths.events(TEAM).stat().st_size
     assert size > 40_000_000
     # follow keeps the process alive after its history: /proc says how much it read
     proc = popen(ws, "logs", TEAM, "-n", "100", "--json", "-f")
@@ -411,9 +417,9 @@ def test_a_removed_member_spawned_again_starts_afresh(ws: Workspace, team: str) 
             old = requests.get(ws, TEAM, old["request_id"])
             assert (old["status"], old["answer_reason"]) == ("rejected", "removed")
             # the old history and inbox are set aside, for a person to read
-            assert not ws.session(TEAM, "dave").exists()
-            assert not ws.inbox(TEAM, "dave").exists()
-            [kept] = list(ws.removed_dir(TEAM).iterdir())
+            assert not ws.store.paths.session(TEAM, "dave").exists()
+            assert not ws.store.paths.inbox(TEAM, "dave").exists()
+            [kept] = list(ws.store.paths.removed_dir(TEAM).iterdir())
             assert kept.name.startswith("dave-") and kept.stat().st_mode & 0o777 == 0o700
             assert "the old prompt" in (kept / "session.jsonl").read_text()
             done = run(ws, "spawn", TEAM, "dave", "--prompt", "the new prompt", "--plan-mode")
@@ -424,7 +430,7 @@ def test_a_removed_member_spawned_again_starts_afresh(ws: Workspace, team: str) 
         first = next(r for r in server.requests if r["agent"] == "dave"
                      and "the new prompt" in json.dumps(r["body"]["messages"]))
         assert "the old prompt" not in json.dumps(first["body"]["messages"])
-        session = files.read_jsonl(ws.session(TEAM, "dave")).records
+        session = files.read_jsonl(ws.store.paths.session(TEAM, "dave")).records
         assert session[0]["content"][0]["text"] == "the new prompt"
         assert not any("the old prompt" in json.dumps(rec) or "old plan" in json.dumps(rec)
                        for rec in session)

@@ -159,7 +159,7 @@ def test_the_person_talks_to_an_llm_lead_and_hears_back(ws: Workspace, tmp_path:
         got = jsonl(drained.stdout.decode())
         assert [(m["sender"], m["recipient"], m["content"]) for m in got] == [
             ("lead", "user", "On it: focus on the login page")]
-        assert ws.inbox(TEAM, "user").read_bytes() == b""
+        assert ws.store.paths.inbox(TEAM, "user").read_bytes() == b""
         again = teamctl(ws.root, "inbox", TEAM, env=env)
         assert again.stdout == b"" and b"user's inbox is empty" in again.stderr
 
@@ -238,7 +238,7 @@ def test_down_remove_and_delete_ask_as_the_person_beside_an_llm_lead(
         assert answers("user") == [("alice", rid)] and answers("lead") == []
         done = teamctl(ws.root, "delete", TEAM, "--timeout", str(T), env=env)
         assert done.returncode == 0, done.stderr
-    journal = files.read_jsonl(ws.archives(TEAM)[-1] / "events.jsonl").records
+    journal = files.read_jsonl(ws.store.paths.archives(TEAM)[-1] / "events.jsonl").records
     opened = [(e["member"], e["recipient"]) for e in journal
               if e["event"] == "request_opened" and e["kind"] == "shutdown"]
     assert opened == [("user", "alice"), ("user", "bob"), ("user", "alice"), ("user", "bob")]

@@ -34,7 +34,7 @@ def test_a_member_runs_teamd_unless_told_and_status_says_which(ws: Workspace) ->
     assert teamctl_text(ws, "spawn", TEAM, "alice", "--prompt", "p").returncode == 0
     assert teamctl_text(ws, "spawn", TEAM, "bob", "--prompt", "p", "--runtime",
                         "teamd").returncode == 0
-    config = files.read_json(ws.config(TEAM))
+    config = files.read_json(ws.store.paths.config(TEAM))
     assert config is not None and config["runtime"] is None  # the team names none
     assert [(m["name"], m["runtime"]) for m in config["members"]] == [
         ("alice", "teamd"), ("bob", "teamd")]
@@ -57,7 +57,7 @@ def test_claude_code_members_are_refused_in_one_line_and_nothing_is_added(
     assert (done.returncode, lines(done.stderr)) == (2, [REFUSED])
     # the team's default and the setting lead to the same refusal
     assert teamctl_text(ws, "create", "ccteam", "--runtime", "claude-code").returncode == 0
-    config = files.read_json(ws.config("ccteam"))
+    config = files.read_json(ws.store.paths.config("ccteam"))
     assert config is not None and config["runtime"] == "claude-code"
     by_team = teamctl_text(ws, "spawn", "ccteam", "cc", "--prompt", "p")
     (ws.root / "teamd.toml").write_text(f'claude_code = "{claude}"\nruntime = "claude-code"\n')

@@ -72,14 +72,16 @@ def test_message_seen_once_and_reply_reaches_lead(ws: Workspace, server: Scripte
         assert ('<teammate-message sender="lead" type="message">PING-7f3a please answer'
                 "</teammate-message>") in turn_text(last_user(rendered))
         assert shown_at(server, "alice", "PING-7f3a") == {2}
-        assert msg["id"] in json.dumps(files.read_jsonl(ws.session(TEAM, "alice")).records)
+        assert msg["id"] in json.dumps(
+            files.read_jsonl(ws.store.paths.session(TEAM, "alice")).records
+        )
         assert inbox.peek(ws, TEAM, "alice") == []  # taken in: the inbox is cut
         # consumers de-duplicate on the id: the same line twice (in one write) and again
         dup = inbox.make("message", "lead", "alice", "DUP-7f3a once only")
-        files.append_jsonl(ws.inbox(TEAM, "alice"), [dup, dup], durable=True)
+        files.append_jsonl(ws.store.paths.inbox(TEAM, "alice"), [dup, dup], durable=True)
         server.wait_for(asked("DUP-7f3a", "alice"), T)
         wait_status(ws, "alice", "idle")
-        files.append_jsonl(ws.inbox(TEAM, "alice"), [dup], durable=True)
+        files.append_jsonl(ws.store.paths.inbox(TEAM, "alice"), [dup], durable=True)
         wait_until(lambda: not inbox.peek(ws, TEAM, "alice"), T, "the copy to be taken in")
         wait_status(ws, "alice", "idle")
     dups = [r for r in server.requests if "DUP-7f3a" in turn_text(last_user(r))]
@@ -277,7 +279,7 @@ def test_a_member_with_a_plan_pending_claims_nothing(ws: Workspace, server: Scri
 
 # -- 6. kill -9 during a model call ------------------------------------------------------
 def inbox_ids_in_session(ws: Workspace, name: str) -> list[str]:
-    return [m["id"] for r in files.read_jsonl(ws.session(TEAM, name)).records
+    return [m["id"] for r in files.read_jsonl(ws.store.paths.session(TEAM, name)).records
             if r["type"] == "inbox" for m in r["messages"]]
 
 
@@ -392,7 +394,7 @@ def test_compaction_keeps_identity(ws: Workspace, server: ScriptedServer,
     compacted = events_of(ws, "alice", "compacted")
     assert len(compacted) == 1 and compacted[0]["before_tokens"] == 60100
     transcript = ws.root / compacted[0]["transcript"]
-    assert transcript.parent == ws.transcripts_dir(TEAM) and transcript.is_file()
+    assert transcript.parent == ws.store.paths.transcripts_dir(TEAM) and transcript.is_file()
     assert "BIG-CTX-aa01" in transcript.read_text()
 
 

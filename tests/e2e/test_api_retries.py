@@ -105,7 +105,7 @@ def test_a_429_asking_for_an_hour_waits_retry_max_wait_in_the_open_and_a_shutdow
         assert member(ws, TEAM, "alice")["status"] == "active"
         # other messages do not end the wait: they wait with it
         actions.send(ws, TEAM, "alice", "EXTRA-1 meanwhile")
-        limit = files.read_json(ws.ratelimit_file)
+        limit = files.read_json(ws.store.paths.ratelimit_file)
         assert limit is not None
         assert limit["schema"] == 1 and limit["status"] == 429
         assert limit["source"] == "retry-after" and limit["model"] == "claude-sonnet-5-5"
@@ -143,7 +143,9 @@ def test_a_second_member_does_not_send_while_the_root_is_rate_limited(
         actions.send(ws, TEAM, "alice", "LIMIT-A go")
         hit = server.wait_for(asked("LIMIT-A", "alice"), T)
         assert hit["status"] == 429
-        limit = wait_until(lambda: files.read_json(ws.ratelimit_file), T, "ratelimit.json")
+        limit = wait_until(
+            lambda: files.read_json(ws.store.paths.ratelimit_file), T, "ratelimit.json"
+        )
         until = float(limit["until"])
         assert until <= hit["received_at"] + 4 + 0.5
         actions.send(ws, TEAM, "bob", "WORK-B go")

@@ -47,7 +47,7 @@ def calls_of(server: ScriptedServer, name: str) -> list[dict[str, Any]]:
 
 
 def spent(ws: Workspace) -> float:
-    return float((files.read_json(ws.spend(TEAM)) or {})["spent_usd"])
+    return float((files.read_json(ws.store.paths.spend(TEAM)) or {})["spent_usd"])
 
 
 def budget_notes(ws: Workspace) -> list[dict[str, Any]]:
@@ -271,7 +271,7 @@ def test_a_429_window_holds_all_three_members_back_and_all_finish_after(
             server.wait_for(asked("GO please", name), T)
         actions.send(ws, TEAM, "alice", "GO-A please")
         first = server.wait_for(lambda r: r["status"] == 429, T)
-        wait_until(lambda: files.read_json(ws.ratelimit_file), T, "ratelimit.json")
+        wait_until(lambda: files.read_json(ws.store.paths.ratelimit_file), T, "ratelimit.json")
         gate.touch()  # their tools end now: their next calls fall inside the window
         for name in ("bob", "carol"):
             wait_until(lambda n=name: "rate limited (shared) until" in str(
@@ -301,7 +301,9 @@ def test_used_up_ratelimit_headers_hold_the_root_back_before_any_429(
         wait_status(ws, "bob", "idle")
         actions.send(ws, TEAM, "alice", "SPEND-1 go")
         hit = server.wait_for(asked("SPEND-1", "alice"), T)
-        limit = wait_until(lambda: files.read_json(ws.ratelimit_file), T, "ratelimit.json")
+        limit = wait_until(
+            lambda: files.read_json(ws.store.paths.ratelimit_file), T, "ratelimit.json"
+        )
         assert (limit["status"], limit["source"]) == (None, "headers")
         until = float(limit["until"])
         assert hit["received_at"] + 2 - 0.5 <= until <= hit["received_at"] + 2 + 0.5
@@ -347,9 +349,11 @@ def test_max_concurrent_calls_caps_the_root_and_a_killed_member_frees_its_slot(
             wait_status(ws, name, "idle")
         # fifteen slow calls by five members, never more than two at once
         assert server.peak_in_flight == 2
-        assert sorted(os.listdir(ws.calls_dir)) == ["0.lock", "1.lock"]
-        assert all(os.stat(ws.calls_dir / f).st_mode & 0o777 == 0o600 for f in ("0.lock",
-                                                                               "1.lock"))
+        assert sorted(os.listdir(ws.store.paths.calls_dir)) == ["0.lock", "1.lock"]
+        assert all(
+            os.stat(ws.store.paths.calls_dir / f).st_mode & 0o777 == 0o600
+            for f in ("0.lock", "1.lock")
+        )
         # m0 and m1 hold both slots with calls the server sits on; m2 must wait
         for name in ("m0", "m1"):
             actions.send(ws, TEAM, name, "HANG on")
@@ -390,7 +394,7 @@ def settled(ws: Workspace) -> bool:
     if not all(member(ws, TEAM, n)["status"] == "idle" for n in ("lead", "alice", "bob")) \
             or lead_inbox(ws):
         return False
-    records = files.read_jsonl(ws.session(TEAM, LEAD)).records
+    records = files.read_jsonl(ws.store.paths.session(TEAM, LEAD)).records
     return bool(records) and records[-1]["type"] == "assistant"
 
 

@@ -58,12 +58,12 @@ def test_demo_honours_the_global_root_and_teamd_root(tmp_path: Path, ws: Workspa
     # without --root, $TEAMD_ROOT
     done = run_demo("demo", env=env, cwd=tmp_path)
     assert done.returncode == 0, done.stderr + done.stdout
-    assert ws.team_exists(TEAM) and not (tmp_path / "teamd-demo").exists()
+    assert ws.store.team_exists(TEAM) and not (tmp_path / "teamd-demo").exists()
     # a root that already holds the demo team is refused, nothing touched
-    before = ws.config(TEAM).read_bytes()
+    before = ws.store.paths.config(TEAM).read_bytes()
     again = run_demo("demo", env=env, cwd=tmp_path)
     assert again.returncode == 1 and "already holds" in again.stderr
-    assert ws.config(TEAM).read_bytes() == before
+    assert ws.store.paths.config(TEAM).read_bytes() == before
 
 
 @pytest.mark.timeout(TIMEOUT + 30)

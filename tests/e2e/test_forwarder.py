@@ -159,7 +159,7 @@ def test_a_request_without_the_stand_in_key_reaches_nothing(
     for path in ws.root.rglob("*"):
         if path.is_file():
             assert KEY.encode() not in path.read_bytes(), path
-    assert files.read_json(ws.spend(TEAM)) is not None
+    assert files.read_json(ws.store.paths.spend(TEAM)) is not None
 
 
 def test_a_429_holds_the_root_back_and_the_next_call_waits_it_out(
@@ -168,7 +168,7 @@ def test_a_429_holds_the_root_back_and_the_next_call_waits_it_out(
         {"name": "limited", "times": 1, "error": {"status": 429, "retry_after": 1.5}}]})
     status, text = ask(forwarder, {"x-api-key": forwarder.stand_in})
     assert status == 429 and "rate_limit_error" in text  # passed through, unchanged
-    held = files.read_json(ws.ratelimit_file)
+    held = files.read_json(ws.store.paths.ratelimit_file)
     assert held is not None
     assert (held["status"], held["source"]) == (429, "retry-after")
     [failed] = events_of(ws, "coder", "model_call")
@@ -184,8 +184,8 @@ def test_a_429_holds_the_root_back_and_the_next_call_waits_it_out(
 def test_a_call_waits_for_a_call_slot(forwarder: Forwarder, server: ScriptedServer,
                                       ws: Workspace) -> None:
     (ws.root / "teamd.toml").write_text("max_concurrent_calls = 1\n")
-    files.ensure_dir(ws.calls_dir)
-    slot = files.lock(ws.calls_dir / "0")
+    files.ensure_dir(ws.store.paths.calls_dir)
+    slot = files.lock(ws.store.paths.calls_dir / "0")
     slot.acquire()  # another member's call in flight holds the only slot
     answers: list[tuple[int, str]] = []
     asking = threading.Thread(target=lambda: answers.append(

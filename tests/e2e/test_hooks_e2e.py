@@ -175,5 +175,5 @@ def test_a_hook_past_hook_timeout_is_killed_with_its_children_and_the_call_goes_
     assert [(r["exit"], r["blocked"], r["timed_out"]) for r in runs] == [(None, False, True)]
     assert runs[0]["ms"] >= 1000
     assert (workdir / "ran.txt").read_text() == "ran\n"
-    session = files.read_jsonl(ws.session(TEAM, "alice")).records
+    session = files.read_jsonl(ws.store.paths.session(TEAM, "alice")).records
     assert [r["block"]["is_error"] for r in session if r["type"] == "tool_result"] == [False]

@@ -89,8 +89,9 @@ def test_bad_lines_in_a_teammates_inbox_never_reach_the_model(
     with running_teamd(ws, server.url):
         wait_status(ws, "alice", "idle")
         # one write, so one drain sees them all: the first of an id is the message
-        files.append_jsonl(ws.inbox(TEAM, "alice"), [first, huge, wide, odd, copy, last],
-                           durable=True)
+        files.append_jsonl(
+            ws.store.paths.inbox(TEAM, "alice"), [first, huge, wide, odd, copy, last], durable=True
+        )
         server.wait_for(asked("GOOD-2", "alice"), T)
         wait_status(ws, "alice", "idle")
     seen = [turn_text(m) for r in server.requests if r["agent"] == "alice"
@@ -101,7 +102,7 @@ def test_bad_lines_in_a_teammates_inbox_never_reach_the_model(
         assert not any(marker in t for t in seen), f"{marker} reached the model"
         assert marker not in logged, f"{marker} is in the scripted server's request log"
     assert "GOOD-1" in logged
-    inbox_path = ws.inbox(TEAM, "alice")
+    inbox_path = ws.store.paths.inbox(TEAM, "alice")
     assert inbox_path.read_bytes() == b""
     rejected = files.read_jsonl(files.rejected_path(inbox_path)).records
     assert [r["reason"] for r in rejected] == [
@@ -126,7 +127,7 @@ def test_a_teammate_takes_in_at_most_100_messages_per_model_call(
     sent = [inbox.make("message", "lead", "alice", f"BATCH-{i:03d}") for i in range(150)]
     with running_teamd(ws, server.url):
         wait_status(ws, "alice", "idle")
-        files.append_jsonl(ws.inbox(TEAM, "alice"), sent, durable=True)
+        files.append_jsonl(ws.store.paths.inbox(TEAM, "alice"), sent, durable=True)
         first = server.wait_for(asked("BATCH-000", "alice"), T)
         second = server.wait_for(asked("BATCH-149", "alice"), T)
         wait_status(ws, "alice", "idle")
@@ -134,14 +135,14 @@ def test_a_teammate_takes_in_at_most_100_messages_per_model_call(
     assert now.count("<teammate-message") == 100 and "BATCH-099" in now
     assert "BATCH-100" not in now  # left in the inbox for the next call, oldest first
     assert later.count("<teammate-message") == 50 and "BATCH-100" in later
-    assert ws.inbox(TEAM, "alice").read_bytes() == b""
+    assert ws.store.paths.inbox(TEAM, "alice").read_bytes() == b""
 
 
 def test_teamctl_inbox_peek_skips_bad_lines_and_drain_moves_them(ws: Workspace) -> None:
     actions.create_team(ws, "t")
     actions.spawn(ws, "t", "alice", "work")
     good = actions.send(ws, "t", "lead", "GOOD from alice", sender="alice")
-    path = ws.inbox("t", "lead")
+    path = ws.store.paths.inbox("t", "lead")
     with open(path, "ab") as fh:  # by hand, as a person with an editor might
         fh.write(b'{"oops": \n')
         fh.write(files.dumps_line({**good, "content": "SECOND copy"}))
@@ -237,7 +238,7 @@ def test_a_teammate_that_cannot_write_its_session_makes_no_call_until_it_can(
     server.add_rule({"agent": "alice", "contains": "BIG-PLEASE",
                      "reply": {"content": [{"type": "text", "text": big}]}})
     make_team(ws, workdir, "alice")
-    session = ws.session(TEAM, "alice")
+    session = ws.store.paths.session(TEAM, "alice")
     with running_teamd(ws, server.url) as daemon:
         wait_status(ws, "alice", "idle")
         pid = live_pid(ws, TEAM, "alice")

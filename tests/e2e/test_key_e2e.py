@@ -68,7 +68,7 @@ def environ_of(pid: int) -> bytes:
 
 def results_of(ws: Workspace, name: str) -> list[str]:
     """The tool results as member `name`'s session logged them."""
-    records = files.read_jsonl(ws.session(TEAM, name)).records
+    records = files.read_jsonl(ws.store.paths.session(TEAM, name)).records
     return [json.dumps(r["block"].get("content")) for r in records
             if r.get("type") == "tool_result"]
 

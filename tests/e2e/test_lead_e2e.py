@@ -97,6 +97,9 @@ def test_llm_lead_staffs_the_team_and_shuts_it_down(ws: Workspace, tmp_path: Pat
         result = CliRunner().invoke(app, ["--root", str(ws.root), "delete", TEAM,
                                           "--timeout", str(T)])
         assert result.exit_code == 0, result.output
-        assert not ws.team_dir(TEAM).exists() and not ws.tasks_dir(TEAM).exists()
+        assert (
+            not ws.store.paths.team_dir(TEAM).exists()
+            and not ws.store.paths.tasks_dir(TEAM).exists()
+        )
         # teamd removes the folders only after reaping every member of the team
         assert lead_pid is not None and not psutil.pid_exists(lead_pid)

@@ -164,7 +164,7 @@ def test_ask_waits_then_approve_runs_it_once_and_always_stops_asking(
         wait_status(ws, "alice", "idle")
         done = requests.get(ws, TEAM, rid)
         assert (done["status"], done["ran"]) == ("approved", True)
-        always = json.loads((ws.team_dir(TEAM) / "permissions.json").read_text())
+        always = json.loads((ws.store.paths.team_dir(TEAM) / "permissions.json").read_text())
         assert always["allow"] == [f"bash({PUSH})"]
 
         # the same call again: allowed by the team's always rule, no new request
@@ -209,7 +209,7 @@ def test_always_is_only_for_permission_requests(ws: Workspace, workdir: Path) ->
     assert done.returncode == 2
     assert b"--always applies to permission requests" in done.stderr
     assert requests.get(ws, TEAM, plan["request_id"])["status"] == "pending"  # untouched
-    assert not (ws.team_dir(TEAM) / "permissions.json").exists()
+    assert not (ws.store.paths.team_dir(TEAM) / "permissions.json").exists()
 
 
 # -- the LLM lead answers ------------------------------------------------------------------
@@ -338,7 +338,7 @@ def test_a_shutdown_ends_the_wait_and_is_answered_at_once(
         assert exits == [0]
         assert len(server.requests) == calls  # the harness answered, not the model
     assert not (workdir / "pushed.txt").exists()
-    session = files.read_jsonl(ws.session(TEAM, "alice")).records
+    session = files.read_jsonl(ws.store.paths.session(TEAM, "alice")).records
     refused = [r["block"] for r in session if r["type"] == "tool_result"]
     assert refused[-1]["content"] == "permission refused: shutting down"
 
@@ -407,7 +407,7 @@ def test_teamd_refuses_to_start_with_a_bad_rule(ws: Workspace, workdir: Path) ->
                           capture_output=True, text=True, timeout=30, env=clean_env())
     assert done.returncode == 2
     assert '"TaskCreate(x)"' in done.stderr and "teamd.toml" in done.stderr
-    assert not (ws.teams_dir / "teamd.json").exists()  # no supervisor ever ran
+    assert not (ws.store.paths.teams_dir / "teamd.json").exists()  # no supervisor ever ran
 
 
 def test_the_lead_inbox_message_is_valid_for_readers(ws: Workspace, workdir: Path) -> None:

@@ -56,7 +56,7 @@ def test_the_lead_cannot_rewrite_its_rules_and_git_runs_no_planted_hook(
     hooks_dir = evil_hooks(tmp_path / "evil-hooks", log)
     files.atomic_write_bytes(ws.settings_file, SETTINGS.encode())
     actions.create_team(ws, TEAM, repo=str(repo), worktrees_on=True)
-    always = ws.team_dir(TEAM) / "permissions.json"
+    always = ws.store.paths.team_dir(TEAM) / "permissions.json"
     files.atomic_write_bytes(always, ALWAYS.encode())
     server.add_rule({"agent": "lead", "nth": 1, "reply": {"content": [
         tool_use("write_file", path="teamd.toml", content='[permissions]\ndefault = "allow"\n'),
@@ -92,8 +92,11 @@ def test_the_lead_cannot_rewrite_its_rules_and_git_runs_no_planted_hook(
         assert probe.read_text() == "post-commit\n"
 
         cli(ws, "send", TEAM, "lead", "GO ON")  # bob's worktree made, a task committed
-        wait_until(lambda: ws.task(TEAM, 1).exists() and board.get(ws, TEAM, 1)["commits"],
-                   T, "the task's commit")
+        wait_until(
+            lambda: ws.store.paths.task(TEAM, 1).exists() and board.get(ws, TEAM, 1)["commits"],
+            T,
+            "the task's commit",
+        )
         second = server.wait_for(lambda r: r["agent"] == "lead" and "TaskCreate"
                                  in json.dumps(r["body"]["messages"][-2:-1]), T)
         planted = tool_results(second)[-1]

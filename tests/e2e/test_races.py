@@ -78,7 +78,7 @@ def test_an_approval_that_cannot_be_delivered_still_stops_the_member(
         wait_until(lambda: member(ws, TEAM, "worker")["status"] == "idle", T, "worker idle")
         wait_until(lambda: inbox.peek(ws, TEAM, "lead"), T, "its idle notification")
         pid = live_pid(ws, TEAM, "worker")
-        lead_inbox = ws.inbox(TEAM, "lead")
+        lead_inbox = ws.store.paths.inbox(TEAM, "lead")
         lead_inbox.unlink()
         lead_inbox.mkdir()  # any append to it now fails
         rid = actions.shutdown(ws, TEAM, "worker")["request"]["request_id"]

@@ -42,7 +42,7 @@ def bare(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def session(ws: Workspace) -> list[dict[str, Any]]:
-    return files.read_jsonl(ws.session(TEAM, "alice")).records
+    return files.read_jsonl(ws.store.paths.session(TEAM, "alice")).records
 
 
 def accepted(server: ScriptedServer) -> None:

@@ -174,9 +174,15 @@ def test_crash_loop_fails_then_restart_clears_it(ws: Workspace, server: Scripted
         [failed_event] = wait_until(lambda: events_of(ws, "crashy", "member_failed"), 5,
                                     "the member_failed event")
         assert "exit code 1" in failed_event["reason"]
-        [msg] = wait_until(lambda: [r for r in files.read_jsonl(ws.inbox(TEAM, "lead")).records
-                                    if r["type"] == "member_failed"], 5,
-                           "the member_failed message in the lead's inbox")
+        [msg] = wait_until(
+            lambda: [
+                r
+                for r in files.read_jsonl(ws.store.paths.inbox(TEAM, "lead")).records
+                if r["type"] == "member_failed"
+            ],
+            5,
+            "the member_failed message in the lead's inbox",
+        )
         assert msg["sender"] == "teamd" and msg["recipient"] == "lead"
         assert msg["member"] == "crashy" and "crashy" in msg["content"]
         assert msg["reason"] == failed_event["reason"]
@@ -198,7 +204,7 @@ def test_sigterm_teamd_leaves_members_pending_and_a_new_teamd_resumes_them(
     with running_teamd(ws, server.url, **SETTINGS) as daemon:
         pids = {n: up(ws, n) for n in ("alice", "bob")}
         procs = [proc_of(p) for p in pids.values()]
-        session = ws.session(TEAM, "alice").read_bytes()
+        session = ws.store.paths.session(TEAM, "alice").read_bytes()
         assert session.count(b"\n") >= 2  # the prompt and the first reply
         daemon.proc.send_signal(signal.SIGTERM)
         wait_until(lambda: all_gone(procs), SETTINGS["stop_timeout"] + 5,
@@ -211,7 +217,7 @@ def test_sigterm_teamd_leaves_members_pending_and_a_new_teamd_resumes_them(
         assert m["restarts"] == 0 and m["last_exit"]["signal"] == signal.SIGTERM
         assert not roster.is_live(m)
     assert pidfile.running(ws) is None
-    assert not ws.supervisor_info.exists()
+    assert not ws.store.paths.supervisor_info.exists()
     assert not [e for e in journal(ws, TEAM) if e["event"] == "message"
                 and e["message"]["type"] in ("shutdown_request", "shutdown_response")]
 
@@ -223,7 +229,7 @@ def test_sigterm_teamd_leaves_members_pending_and_a_new_teamd_resumes_them(
                                  and "after the restart: carry on" in r["last_user_text"],
                                  UP)
         assert record["n_messages"] >= 3  # the conversation went on, not from scratch
-        grown = ws.session(TEAM, "alice").read_bytes()
+        grown = ws.store.paths.session(TEAM, "alice").read_bytes()
         assert grown.startswith(session) and len(grown) > len(session)
 
 
@@ -273,7 +279,10 @@ def test_delete_shuts_everyone_down_and_removes_the_team(
         procs = [proc_of(up(ws, n)) for n in ("alice", "bob")]
         ctl(ws, "delete", TEAM, "--timeout", "30")  # idle teammates approve at once
         assert all_gone(procs)
-        assert not ws.team_dir(TEAM).exists() and not ws.tasks_dir(TEAM).exists()
+        assert (
+            not ws.store.paths.team_dir(TEAM).exists()
+            and not ws.store.paths.tasks_dir(TEAM).exists()
+        )
         # the other team is untouched
         assert roster.load(ws, "t2")["state"] == "active"
         assert not [e for e in journal(ws, "t2") if e["event"] == "message"
@@ -288,15 +297,24 @@ def test_delete_shuts_everyone_down_and_removes_the_team(
         ctl(ws, "delete", "t2", "--force", "--timeout", "30")
         assert all_gone([carol, busy_proc])
         wait_until(lambda: all_gone(tools), 5, "the busy member's tools to be gone")
-        assert not ws.team_dir("t2").exists() and not ws.tasks_dir("t2").exists()
+        assert (
+            not ws.store.paths.team_dir("t2").exists()
+            and not ws.store.paths.tasks_dir("t2").exists()
+        )
         wait_until(lambda: psutil.Process(daemon.pid).children() == [], 5,
                    "teamd to have no child left")
         # nothing left of either team but its archive, not even a renamed folder on its
         # way out (teamctl returns once the team's folders are renamed away)
-        wait_until(lambda: sorted(os.listdir(ws.teams_dir)) == [".archive", "teamd.json",
-                                                                "teamd.lock"]
-                   and os.listdir(ws.tasks_root) == [], 10, "the deleted folders to go")
-        assert [len(ws.archives(t)) for t in (TEAM, "t2")] == [1, 1]
+        wait_until(
+            lambda: (
+                sorted(os.listdir(ws.store.paths.teams_dir))
+                == [".archive", "teamd.json", "teamd.lock"]
+                and os.listdir(ws.store.paths.tasks_root) == []
+            ),
+            10,
+            "the deleted folders to go",
+        )
+        assert [len(ws.store.paths.archives(t)) for t in (TEAM, "t2")] == [1, 1]
         wait_until(lambda: daemon.output().count("team_deleted") == 2, 10,
                    "teamd to log both deletions")
 
@@ -442,7 +460,7 @@ def test_child_hygiene_and_the_notify_protocol(ws: Workspace, server: ScriptedSe
                     Path(f"/proc/{daemon.pid}/environ").read_bytes().split(b"\0")
 
                 mine, theirs = _fds(pid), _fds(daemon.pid)
-                lock = str(ws.supervisor_lock)
+                lock = str(ws.store.paths.supervisor_lock)
                 assert lock in theirs.values()
                 assert lock not in mine.values()
                 shared = {t for t in mine.values() if t.startswith(("socket:", "pipe:"))} \
@@ -454,7 +472,7 @@ def test_child_hygiene_and_the_notify_protocol(ws: Workspace, server: ScriptedSe
                         os.O_RDONLY], pipe
                     assert {_access(daemon.pid, fd) for fd, t in theirs.items()
                             if t == pipe} == {os.O_WRONLY}, pipe
-                teams_inode = os.stat(ws.teams_dir).st_ino
+                teams_inode = os.stat(ws.store.paths.teams_dir).st_ino
                 assert teams_inode in _inotify_watched_inodes(daemon.pid)
                 assert teams_inode not in _inotify_watched_inodes(pid)
                 assert mine[0] == os.devnull

@@ -26,7 +26,7 @@ def test_a_hand_broken_task_file_is_skipped_and_other_teams_go_on(
     make_team(ws, tmp_path, "alice", team="broken", prompt="Wait for work.")
     make_team(ws, tmp_path, "bob", team="fine", prompt="Wait for work.")
     board.create(ws, "broken", "A real task")
-    (ws.tasks_dir("broken") / "7.json").write_text("{oops")
+    (ws.store.paths.tasks_dir("broken") / "7.json").write_text("{oops")
     with running_teamd(ws, server.url, idle_timeout=1, backoff_initial=0.2) as daemon:
         # alice of "broken" goes to sleep: the supervisor then reads that team's board on
         # every reconcile (to see whether work would wake her), bad file included

@@ -133,7 +133,7 @@ def test_thinking_survives_a_tool_loop_a_kill_a_compaction_and_a_resume(
     assert [b["name"] for m in messages if m["role"] == "assistant" for b in m["content"]
             if b["type"] == "tool_use"] == ["bash"] * 3
     # the session keeps them byte for byte too, and the journal says what happened
-    session = files.read_jsonl(ws.session(TEAM, "alice")).records
+    session = files.read_jsonl(ws.store.paths.session(TEAM, "alice")).records
     assert session[-1]["content"][0] == replies["THINK-4 all done"]
     journal = list(events.stream(ws, TEAM))
     assert [e for e in journal if e["event"] == "compacted"]

@@ -146,7 +146,7 @@ def test_a_task_the_model_started_is_never_handed_to_it_again(
                    or None, T, "the TaskUpdate result to reach the model")
         wait_status(ws, "alice", "idle")
         assert board.get(ws, TEAM, 2)["owner"] == "alice"
-        records = files.read_jsonl(ws.session(TEAM, "alice")).records
+        records = files.read_jsonl(ws.store.paths.session(TEAM, "alice")).records
         assert [r["claimed"] for r in records if r["type"] == "tool_result"
                 and "claimed" in r] == [2]
     assert not any("<auto-claimed>Task #2" in last_turn(r) for r in server.requests)

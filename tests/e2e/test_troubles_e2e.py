@@ -33,11 +33,11 @@ def test_a_corrupt_roster_is_journaled_once_until_it_clears(
     for team in TEAMS:
         actions.create_team(ws, team)
     actions.spawn(ws, "other", "alice", "work")
-    good = ws.config("crew").read_bytes()
+    good = ws.store.paths.config("crew").read_bytes()
     with running_teamd(ws, server.url):
         wait_status(ws, "alice", "idle", team="other")
         # replaced whole (as an editor saves), so teamd never reads half a write
-        atomic_write_bytes(ws.config("crew"), b'{"schema": 2, "name": "crew", "memb')
+        atomic_write_bytes(ws.store.paths.config("crew"), b'{"schema": 2, "name": "crew", "memb')
         first = wait_until(lambda: errors_in(ws, "crew"), T, "supervisor_error in crew")
         assert "config.json" in first[0]["reason"] and "not valid JSON" in first[0]["reason"]
         assert held(ws)["crew"]["reason"] == first[0]["reason"]
@@ -47,11 +47,11 @@ def test_a_corrupt_roster_is_journaled_once_until_it_clears(
             wait_status(ws, name, "idle", team="other")
         assert len(errors_in(ws, "crew")) == 1 and errors_in(ws, "other") == []
         # repaired: it clears (status no longer shows it); broken again: journaled again
-        atomic_write_bytes(ws.config("crew"), good)
+        atomic_write_bytes(ws.store.paths.config("crew"), good)
         wait_until(lambda: "crew" not in held(ws), T, "the error to clear")
-        atomic_write_bytes(ws.config("crew"), b"[]")
+        atomic_write_bytes(ws.store.paths.config("crew"), b"[]")
         wait_until(lambda: len(errors_in(ws, "crew")) == 2, T, "the second error")
-        atomic_write_bytes(ws.config("crew"), good)
+        atomic_write_bytes(ws.store.paths.config("crew"), good)
         wait_until(lambda: "crew" not in held(ws), T, "the error to clear again")
     assert len(errors_in(ws, "crew")) == 2
 

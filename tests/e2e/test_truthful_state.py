@@ -51,8 +51,8 @@ def test_a_status_file_deleted_by_hand_is_written_back(
         before = member(ws, TEAM, "alice")
         pid = before["pid"]
         assert pid is not None and before["usage"]["output_tokens"] > 0
-        ws.member_status(TEAM, "alice").unlink()  # the fault
-        wait_until(lambda: ws.member_status(TEAM, "alice").exists(), T,
+        ws.store.paths.member_status(TEAM, "alice").unlink()  # the fault
+        wait_until(lambda: ws.store.paths.member_status(TEAM, "alice").exists(), T,
                    "teamd to write the file again")
         after = wait_until(lambda: (m := member(ws, TEAM, "alice"))["pid"] == pid and m, T,
                            "the pid back in the roster")
@@ -90,8 +90,10 @@ def test_after_kill_9_the_next_teamd_journals_each_exit_and_clears_stale_errors(
     assert not events_of(ws, "*", "exited")
     # a stale error of the dead process, as the outside check found (a wake fallback)
     stale = "wake fallback: the supervisor's wake pipe closed"
-    with_error = json.loads(ws.member_status(TEAM, "bob").read_text())
-    ws.member_status(TEAM, "bob").write_text(json.dumps({**with_error, "last_error": stale}))
+    with_error = json.loads(ws.store.paths.member_status(TEAM, "bob").read_text())
+    ws.store.paths.member_status(TEAM, "bob").write_text(
+        json.dumps({**with_error, "last_error": stale})
+    )
     assert cells(teamctl_text(ws.root, "status").stdout, "bob")["STATUS"] == "idle?"
 
     with running_teamd(ws, server.url, log_path=tmp_path / "second.log"):

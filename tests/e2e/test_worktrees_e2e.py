@@ -164,7 +164,7 @@ def test_delete_removes_the_merged_clean_worktree_and_keeps_the_dirty_one(
         # the supervisor removed the team, releasing the worktrees first (its log says so
         # beside the `worktree_kept` it journaled before the folders went)
         assert "kept worktree" in daemon.output()
-    assert not ws.team_exists(TEAM)
+    assert not ws.store.team_exists(TEAM)
     assert not ws.worktree(TEAM, "alice").exists()
     assert bob_file.read_text() == "bob's unfinished work\n"
     kept = [line for line in out.splitlines() if line.startswith("kept worktree")]
@@ -172,7 +172,7 @@ def test_delete_removes_the_merged_clean_worktree_and_keeps_the_dirty_one(
     assert "uncommitted" in kept[0]
     assert branches(repo) == ["teamd/crew/alice", "teamd/crew/bob"]
     # the post-mortem keeps the story: both releases in the archived journal, before the end
-    archived = files.read_jsonl(ws.archives(TEAM)[-1] / "events.jsonl").records
+    archived = files.read_jsonl(ws.store.paths.archives(TEAM)[-1] / "events.jsonl").records
     names = [r["event"] for r in archived]
     kept_events = [r for r in archived if r["event"] == "worktree_kept"]
     assert [r["member"] for r in kept_events] == ["bob"] and kept_events[0]["reason"]

@@ -194,7 +194,7 @@ def journal_gaps(ws: Workspace, team: str = TEAM) -> list[int]:
 def status_lies(ws: Workspace, daemon: Teamd | None) -> list[str]:
     """What the roster says that is not true right now (empty when all is true)."""
     lies = []
-    for team in ws.team_names():
+    for team in ws.store.team_names():
         for m in roster.load(ws, team)["members"]:
             proc = roster.process_of(m)
             running = m["status"] in roster.RUNNING_STATUSES

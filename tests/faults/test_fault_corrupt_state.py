@@ -50,7 +50,7 @@ def test_a_truncated_config_json_is_named_kept_in_memory_and_never_overwritten(
     server.add_rule({"agent": "alice", "contains": "AFTER-REPAIR",
                      "reply": send_to_lead("REPAIRED")})
     make_team(ws, workdir, "alice")
-    config = ws.config(TEAM)
+    config = ws.store.paths.config(TEAM)
     with running_teamd(ws, server.url) as daemon:
         idle(ws, "alice")
         pid = live_pid(ws, TEAM, "alice")
@@ -66,7 +66,7 @@ def test_a_truncated_config_json_is_named_kept_in_memory_and_never_overwritten(
         # are its own file's (members/alice.json), which never needs config.json
         tokens = (roster.read_status(ws, TEAM, "alice") or {})["usage"]["input_tokens"]
         stray = inbox.make("message", "lead", "alice", "WHILE-BROKEN hello")
-        files.append_jsonl(ws.inbox(TEAM, "alice"), [stray], durable=True)
+        files.append_jsonl(ws.store.paths.inbox(TEAM, "alice"), [stray], durable=True)
         server.wait_for(lambda r: "WHILE-BROKEN" in r["last_user_text"], T)
         wait_until(lambda: (roster.read_status(ws, TEAM, "alice") or {})["usage"][
             "input_tokens"] > tokens, T, "alice to record the call's usage")
@@ -105,15 +105,15 @@ def test_hand_broken_task_request_and_journal_are_skipped_and_named(
                                                     status="completed")]}})
     server.add_rule({"agent": "alice", "contains": "PING", "reply": send_to_lead("PONG")})
     make_team(ws, workdir, "alice")
-    task_file = ws.tasks_dir(TEAM) / "7.json"
-    request_file = ws.requests_dir(TEAM) / "shutdown-0badc0ffee.json"
+    task_file = ws.store.paths.tasks_dir(TEAM) / "7.json"
+    request_file = ws.store.paths.requests_dir(TEAM) / "shutdown-0badc0ffee.json"
     with running_teamd(ws, server.url, backoff_initial=0.1) as daemon:
         idle(ws, "alice")
         pid = live_pid(ws, TEAM, "alice")
         task_file.write_text("{oops")
         files.ensure_dir(request_file.parent)
         request_file.write_text('{"schema": 1, "req')
-        with open(ws.events(TEAM), "ab") as fh:  # garbage, then more events after it
+        with open(ws.store.paths.events(TEAM), "ab") as fh:  # garbage, then more events after it
             fh.write(b"\x00\xffGARBAGE not json\n")
         # a member that starts while the bad files are there reads them all afresh
         assert pid is not None
@@ -134,7 +134,7 @@ def test_hand_broken_task_request_and_journal_are_skipped_and_named(
                            (("board", TEAM), task_file),
                            (("requests", TEAM), request_file),
                            (("status", TEAM), request_file),
-                           (("logs", TEAM), ws.events(TEAM))):
+                           (("logs", TEAM), ws.store.paths.events(TEAM))):
             done = teamctl(ws.root, *args)
             err = done.stderr.decode()
             assert done.returncode == 0, (args, err)
@@ -152,7 +152,7 @@ def test_hand_broken_task_request_and_journal_are_skipped_and_named(
 def test_bad_inbox_lines_binary_10_mib_and_a_torn_tail(
         ws: Workspace, server: ScriptedServer, workdir: Path, tmp_path: Path) -> None:
     make_team(ws, workdir, "alice")
-    path = ws.inbox(TEAM, "alice")
+    path = ws.store.paths.inbox(TEAM, "alice")
     first = inbox.make("message", "lead", "alice", "GOOD-ONE read this")
     last = inbox.make("message", "lead", "alice", "GOOD-TWO and this")
     huge = {**inbox.make("message", "lead", "alice", "x"), "content": "HUGE " + "h" * (10 << 20)}
@@ -188,7 +188,7 @@ def test_a_session_with_a_torn_tail_is_resumed(ws: Workspace, server: ScriptedSe
     server.add_rule({"agent": "alice", "contains": "FIRST", "reply": send_to_lead("ONE")})
     server.add_rule({"agent": "alice", "contains": "SECOND", "reply": send_to_lead("TWO")})
     make_team(ws, workdir, "alice")
-    session = ws.session(TEAM, "alice")
+    session = ws.store.paths.session(TEAM, "alice")
     mail = Mail(ws)
     with running_teamd(ws, server.url, backoff_initial=3) as daemon:
         idle(ws, "alice")

@@ -133,7 +133,7 @@ def test_kill_9_while_it_drains_its_inbox(ws: Workspace, server: ScriptedServer,
     server.add_rule({"agent": "alice", "reply": {"content": "Noted."}})
     make_team(ws, workdir, "alice")
     mail = Mail(ws)
-    lock = files.lock_path(ws.inbox(TEAM, "alice"))
+    lock = files.lock_path(ws.store.paths.inbox(TEAM, "alice"))
     stop = threading.Event()
     errors: list[BaseException] = []
 
@@ -220,7 +220,7 @@ def test_kill_9_between_a_claim_and_its_session_record(
                                                     status="completed")]}})
     server.add_rule({"agent": "alice", "reply": {"content": "Next."}})
     make_team(ws, workdir, "alice")
-    session = ws.session(TEAM, "alice")
+    session = ws.store.paths.session(TEAM, "alice")
 
     def claimed_untold() -> bool:
         told = {r.get("claimed") for r in files.read_jsonl(session).records}

@@ -100,7 +100,7 @@ def test_hostile_tool_calls_are_refused_or_bounded_and_the_teammate_is_unharmed(
         task = board.get(ws, TEAM, 1)
         assert (task["status"], task["owner"]) == ("in_progress", "bob")
         assert not any("BIG-5e0c" in m["content"] for m in inbox.peek(ws, TEAM, "lead"))
-        assert not ws.inbox(TEAM, "ghost").exists()
+        assert not ws.store.paths.inbox(TEAM, "ghost").exists()
         mail.send("alice", "ALIVE are you?")
         wait_until(lambda: any(m["content"] == "STILL-HERE"
                                for m in inbox.peek(ws, TEAM, "lead")), T, "the answer")

@@ -39,9 +39,15 @@ def test_create_team_lays_out_the_folders(ws: Workspace) -> None:
     config = actions.create_team(ws, "new", "desc")
     assert config["schema"] == 2 and config["name"] == "new" and config["state"] == "active"
     assert config["members"] == [] and config["description"] == "desc"
-    assert files.read_json(ws.config("new")) == config
-    for folder in (ws.members_dir("new"), ws.requests_dir("new"), ws.sessions_dir("new"),
-                   ws.transcripts_dir("new"), ws.logs_dir("new"), ws.tasks_dir("new")):
+    assert files.read_json(ws.store.paths.config("new")) == config
+    for folder in (
+        ws.store.paths.members_dir("new"),
+        ws.store.paths.requests_dir("new"),
+        ws.store.paths.sessions_dir("new"),
+        ws.store.paths.transcripts_dir("new"),
+        ws.store.paths.logs_dir("new"),
+        ws.store.paths.tasks_dir("new"),
+    ):
         assert folder.is_dir()
     assert [r["event"] for r in events.read(ws, "new")] == ["team_created"]
     before = snapshot(ws.root)
@@ -297,10 +303,14 @@ def test_remove_team_removes_only_that_team(ws: Workspace, team: str) -> None:
     board.create(ws, "other", "keep me")
     board.create(ws, team, "drop me")
     actions.remove_team(ws, team)
-    assert not ws.team_dir(team).exists() and not ws.tasks_dir(team).exists()
-    assert ws.team_names() == ["other"]
+    assert (
+        not ws.store.paths.team_dir(team).exists() and not ws.store.paths.tasks_dir(team).exists()
+    )
+    assert ws.store.team_names() == ["other"]
     assert board.get(ws, "other", 1)["subject"] == "keep me"
-    leftovers = [p.name for p in (*ws.teams_dir.iterdir(), *ws.tasks_root.iterdir())]
+    leftovers = [
+        p.name for p in (*ws.store.paths.teams_dir.iterdir(), *ws.store.paths.tasks_root.iterdir())
+    ]
     # no .deleted-* folder left behind; the post-mortem is in the archive
     assert sorted(leftovers) == [".archive", "other", "other"]
 
@@ -311,13 +321,13 @@ def test_remove_team_archives_journal_sessions_and_transcripts(ws: Workspace, te
     monkeypatch.setenv("TEAMD_EVENTS_MAX_BYTES", "300")
     for i in range(10):
         events.emit(ws, team, "tick", n=i)
-    files.append_jsonl(ws.session(team, "alice"), [{"type": "user", "content": []}])
-    files.ensure_dir(ws.transcripts_dir(team))
-    (ws.transcripts_dir(team) / "alice-1.jsonl").write_text("{}\n")
+    files.append_jsonl(ws.store.paths.session(team, "alice"), [{"type": "user", "content": []}])
+    files.ensure_dir(ws.store.paths.transcripts_dir(team))
+    (ws.store.paths.transcripts_dir(team) / "alice-1.jsonl").write_text("{}\n")
     actions.send(ws, team, "alice", "a message")
     board.create(ws, team, "a task")
     archive = actions.remove_team(ws, team)
-    assert archive is not None and ws.archives(team) == [archive]
+    assert archive is not None and ws.store.paths.archives(team) == [archive]
     assert re.fullmatch(rf"{team}-\d{{8}}T\d{{6}}\.\d{{6}}", archive.name)
     names = {p.name for p in archive.iterdir()}
     assert {"events.jsonl", "events.1.jsonl", "sessions", "transcripts", "config.json",
@@ -328,14 +338,16 @@ def test_remove_team_archives_journal_sessions_and_transcripts(ws: Workspace, te
     assert (archive / "sessions" / "alice.jsonl").is_file()
     assert (archive / "transcripts" / "alice-1.jsonl").is_file()
     assert stat.S_IMODE(archive.stat().st_mode) == 0o700
-    assert not ws.team_dir(team).exists() and not ws.tasks_dir(team).exists()
+    assert (
+        not ws.store.paths.team_dir(team).exists() and not ws.store.paths.tasks_dir(team).exists()
+    )
 
 
 def test_remove_team_with_purge_keeps_nothing(ws: Workspace, team: str) -> None:
     actions.begin_delete(ws, team, purge=True)
     assert actions.finish_delete(ws, team)
-    assert ws.archives(team) == [] and not ws.team_dir(team).exists()
-    assert sorted(p.name for p in ws.teams_dir.iterdir()) == []
+    assert ws.store.paths.archives(team) == [] and not ws.store.paths.team_dir(team).exists()
+    assert sorted(p.name for p in ws.store.paths.teams_dir.iterdir()) == []
     assert actions.remove_team(ws, team) is None  # already gone: nothing to do, no error
 
 
@@ -344,16 +356,16 @@ def test_remove_team_refuses_while_a_member_is_live(ws: Workspace, team: str,
     make_live(ws, TEAM, "bob", live_process)
     with pytest.raises(TeamdError, match="live members"):
         actions.remove_team(ws, team)
-    assert ws.team_exists(team)
+    assert ws.store.team_exists(team)
 
 
 def test_shutdown_with_a_reason_too_large_changes_nothing(ws: Workspace) -> None:
     actions.create_team(ws, "t")
     actions.spawn(ws, "t", "bob", "p")
-    before = sorted(p.name for p in ws.team_dir("t").rglob("*"))
+    before = sorted(p.name for p in ws.store.paths.team_dir("t").rglob("*"))
     with pytest.raises(BadInput):
         actions.shutdown(ws, "t", "bob", reason="x" * (300 * 1024))
-    assert sorted(p.name for p in ws.team_dir("t").rglob("*")) == before
+    assert sorted(p.name for p in ws.store.paths.team_dir("t").rglob("*")) == before
     assert requests.list_requests(ws, "t") == []
 
 

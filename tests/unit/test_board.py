@@ -17,13 +17,13 @@ def make(ws: Workspace, n: int, **kw: object) -> list[int]:
 
 
 def hwm(ws: Workspace) -> int:
-    return int(ws.highwatermark(TEAM).read_text())
+    return int(ws.store.paths.highwatermark(TEAM).read_text())
 
 
 # -- ids ---------------------------------------------------------------------------------
 def test_task_file_has_the_contract_fields(ws: Workspace, team: str) -> None:
     task = board.create(ws, team, "  Design schema  ", "details", created_by="alice")
-    on_disk = files.read_json(ws.task(team, 1))
+    on_disk = files.read_json(ws.store.paths.task(team, 1))
     assert on_disk == task
     assert task["schema"] == 1 and task["id"] == 1 and task["subject"] == "Design schema"
     assert task["status"] == "pending" and task["owner"] is None
@@ -38,8 +38,8 @@ def test_task_file_has_the_contract_fields(ws: Workspace, team: str) -> None:
 
 def test_ids_are_sequential_and_never_reused_after_a_delete(ws: Workspace, team: str) -> None:
     assert make(ws, 3) == [1, 2, 3]
-    ws.task(team, 3).unlink()
-    ws.task(team, 2).unlink()
+    ws.store.paths.task(team, 3).unlink()
+    ws.store.paths.task(team, 2).unlink()
     assert make(ws, 1) == [4]
     assert hwm(ws) == 4
 
@@ -47,20 +47,20 @@ def test_ids_are_sequential_and_never_reused_after_a_delete(ws: Workspace, team:
 def test_missing_highwatermark_counts_the_highest_id_on_disk(ws: Workspace,
                                                              team: str) -> None:
     make(ws, 3)
-    ws.highwatermark(team).unlink()
+    ws.store.paths.highwatermark(team).unlink()
     assert make(ws, 1) == [4]
     assert hwm(ws) == 4
 
 
 def test_highwatermark_ahead_of_the_disk_wins(ws: Workspace, team: str) -> None:
     make(ws, 1)
-    ws.highwatermark(team).write_text("41\n")
+    ws.store.paths.highwatermark(team).write_text("41\n")
     assert make(ws, 1) == [42]
 
 
 def test_unreadable_highwatermark_falls_back_to_the_disk(ws: Workspace, team: str) -> None:
     make(ws, 2)
-    ws.highwatermark(team).write_text("garbage")
+    ws.store.paths.highwatermark(team).write_text("garbage")
     assert make(ws, 1) == [3]
 
 
@@ -135,7 +135,7 @@ def test_update_status_and_owner(ws: Workspace, team: str) -> None:
     assert t["owner"] is None and t["completed_at"] is None
     names = [r["event"] for r in events.read(ws, team) if r.get("task_id") == 1]
     assert names == ["task_created", "task_updated", "task_completed", "task_updated"]
-    assert files.read_json(ws.task(team, 1)) == t
+    assert files.read_json(ws.store.paths.task(team, 1)) == t
 
 
 # -- claiming ----------------------------------------------------------------------------

@@ -72,7 +72,7 @@ def audited(ws: Workspace, tmp_path: Path, *args: str) -> tuple[str, list[str]]:
     """Run `args` under the audit hook: (its stdout, the paths it opened under `.tasks/`)."""
     out = tmp_path / "opened.json"
     done = subprocess.run(
-        [sys.executable, "-c", WRAPPER, str(out), str(ws.tasks_dir(TEAM)), *args],
+        [sys.executable, "-c", WRAPPER, str(out), str(ws.store.paths.tasks_dir(TEAM)), *args],
         capture_output=True, text=True, timeout=120, check=False,
         env={**os.environ, "TEAMD_ROOT": str(ws.root)})
     assert done.returncode == 0, done.stderr
@@ -94,7 +94,7 @@ def test_task_add_opens_only_the_tasks_it_touches(big: Workspace, tmp_path: Path
     touched = task_files(opened)
     assert touched <= {SIZE, new}, sorted(touched)  # the blocker and the new task only
     assert len(opened) < 30, opened  # plus the lock, .highwatermark and the folder's fsyncs
-    assert int(big.highwatermark(TEAM).read_text()) == new
+    assert int(big.store.paths.highwatermark(TEAM).read_text()) == new
 
 
 def test_task_update_owner_and_a_dependency_open_only_their_tasks(
@@ -150,32 +150,32 @@ def small(ws: Workspace) -> Workspace:
 
 def test_an_id_taken_on_disk_is_skipped_not_overwritten(small: Workspace) -> None:
     """`.highwatermark` behind the disk (restored by hand): the next id goes past the files."""
-    small.highwatermark(TEAM).write_text("2\n")
-    before = small.task(TEAM, 3).read_bytes()
+    small.store.paths.highwatermark(TEAM).write_text("2\n")
+    before = small.store.paths.task(TEAM, 3).read_bytes()
     assert board.create(small, TEAM, "new")["id"] == 7
-    assert small.task(TEAM, 3).read_bytes() == before
+    assert small.store.paths.task(TEAM, 3).read_bytes() == before
 
 
 def test_a_hand_broken_file_keeps_its_id_when_the_highwatermark_is_lost(
         small: Workspace) -> None:
-    small.task(TEAM, 6).write_text("{oops")
-    small.highwatermark(TEAM).unlink()
+    small.store.paths.task(TEAM, 6).write_text("{oops")
+    small.store.paths.highwatermark(TEAM).unlink()
     assert board.create(small, TEAM, "new")["id"] == 7  # the name counts, unparsed
-    assert small.task(TEAM, 6).read_text() == "{oops"
+    assert small.store.paths.task(TEAM, 6).read_text() == "{oops"
 
 
 def test_a_hand_broken_task_is_unknown_to_create_update_and_claim(
         small: Workspace, caplog: pytest.LogCaptureFixture) -> None:
-    small.task(TEAM, 4).write_text("{oops")
+    small.store.paths.task(TEAM, 4).write_text("{oops")
     with pytest.raises(BadInput, match=r"unknown task #4 in --blocked-by"):
         board.create(small, TEAM, "x", blocked_by=[4])
     with pytest.raises(BadInput, match=r"unknown task #4 in team"):
         board.claim(small, TEAM, "bob", 4)
     with pytest.raises(BadInput, match=r"unknown task #4$"):
         board.update(small, TEAM, 5, add_blocks=[4])
-    assert f"{small.task(TEAM, 4)}: skipped, not a task" in caplog.text
+    assert f"{small.store.paths.task(TEAM, 4)}: skipped, not a task" in caplog.text
     # a file whose id is not its name is not that task either
-    small.task(TEAM, 4).write_text(small.task(TEAM, 1).read_text())
+    small.store.paths.task(TEAM, 4).write_text(small.store.paths.task(TEAM, 1).read_text())
     with pytest.raises(BadInput, match=r"unknown task #4 in team"):
         board.claim(small, TEAM, "bob", 4)
     assert [t["id"] for t in board.list_tasks(small, TEAM)] == [1, 2, 3, 5, 6]

@@ -91,8 +91,8 @@ def test_8x500_sends_race_a_draining_consumer(ws: Workspace, tmp_path: Path) -> 
     # the drainer really raced the senders: it took the inbox in many batches
     assert json.loads(Path(f"{got_file}.batches").read_text()) > 10
     # the inbox is empty, nothing was rejected, and the journal has every message once
-    assert ws.inbox(TEAM, "lead").read_bytes() == b""
-    assert not (ws.team_dir(TEAM) / "lead_inbox.rejected.jsonl").exists()
+    assert ws.store.paths.inbox(TEAM, "lead").read_bytes() == b""
+    assert not (ws.store.paths.team_dir(TEAM) / "lead_inbox.rejected.jsonl").exists()
     journal = [r["message"]["id"] for r in events.read(ws, TEAM) if r["event"] == "message"]
     assert sorted(journal) == sorted(all_ids)
 
@@ -144,13 +144,15 @@ def test_8_processes_create_tasks_without_handing_an_id_out_twice(ws: Workspace,
 
     ids = [tid for out in outs for tid in json.loads(out.read_text())]
     assert sorted(ids) == list(range(1, writers * each + 1))
-    assert int(ws.highwatermark(TEAM).read_text()) == writers * each
+    assert int(ws.store.paths.highwatermark(TEAM).read_text()) == writers * each
     tasks = board.list_tasks(ws, TEAM)
     assert [t["id"] for t in tasks] == list(range(1, writers * each + 1))
     for i, out in enumerate(outs):
         for tid in json.loads(out.read_text()):
             assert tasks[tid - 1]["created_by"] == f"w{i}"
-    leftovers = [p.name for p in ws.tasks_dir(TEAM).iterdir() if p.name.endswith(".tmp")]
+    leftovers = [
+        p.name for p in ws.store.paths.tasks_dir(TEAM).iterdir() if p.name.endswith(".tmp")
+    ]
     assert leftovers == []
 
 

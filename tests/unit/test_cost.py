@@ -58,7 +58,7 @@ def test_the_new_settings_come_from_the_environment_too(ws: Workspace) -> None:
 # -- spend and budgets -----------------------------------------------------------------------
 def test_a_team_starts_with_its_spend_and_adds_to_it_under_its_lock(ws: Workspace) -> None:
     actions.create_team(ws, "t", budget_usd=20)
-    path = ws.spend(team="t")
+    path = ws.store.paths.spend(team="t")
     assert files.read_json(path) == {"schema": 1, "spent_usd": 0.0}
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     assert roster.load(ws, "t")["budget_usd"] == 20.0
@@ -77,7 +77,7 @@ def test_budgets_are_set_and_removed_and_bad_ones_refused(ws: Workspace) -> None
     assert actions.set_budget(ws, "t", 0, member="alice")["budget_usd"] is None
     assert roster.get(roster.load(ws, "t"), "alice")["budget_usd"] is None
     assert actions.set_budget(ws, "t", "20")["budget_usd"] == 20.0
-    before = ws.config("t").read_bytes()
+    before = ws.store.paths.config("t").read_bytes()
     for bad in ("-1", "nan", "inf", "abc", ""):
         with pytest.raises(BadInput, match="US dollars"):
             actions.set_budget(ws, "t", bad)
@@ -85,7 +85,7 @@ def test_budgets_are_set_and_removed_and_bad_ones_refused(ws: Workspace) -> None
         actions.set_budget(ws, "t", 1, member="bob")
     with pytest.raises(BadInput, match="--budget"):
         actions.create_team(ws, "u", budget_usd=-3)
-    assert ws.config("t").read_bytes() == before and not ws.team_exists("u")
+    assert ws.store.paths.config("t").read_bytes() == before and not ws.store.team_exists("u")
 
 
 def test_the_member_budget_is_checked_before_the_teams(ws: Workspace) -> None:

@@ -17,7 +17,7 @@ def test_emit_appends_one_line_with_ts_event_member(ws: Workspace, team: str) ->
     assert set(rec) == {"ts", "event", "member", "pid"} and rec["pid"] == 123
     anon = events.emit(ws, team, "team_deleting")
     assert "member" not in anon
-    lines = ws.events(team).read_bytes().splitlines()
+    lines = ws.store.paths.events(team).read_bytes().splitlines()
     assert lines[0].startswith(b'{"ts":')  # team_created comes first
     assert events.read(ws, team)[-2:] == [rec, anon]
     assert [r["event"] for r in events.read(ws, team)] == ["team_created", "spawned",
@@ -43,7 +43,7 @@ def _emit_numbered(ws: Workspace, count: int) -> None:
 
 
 def _numbers(ws: Workspace, name: str) -> list[int]:
-    return [r["n"] for r in files.read_jsonl(ws.team_dir(TEAM) / name).records
+    return [r["n"] for r in files.read_jsonl(ws.store.paths.team_dir(TEAM) / name).records
             if r["event"] == "tick"]
 
 
@@ -52,7 +52,7 @@ def test_rotation_at_max_bytes_keeps_events_keep(ws: Workspace, team: str,
     monkeypatch.setenv("TEAMD_EVENTS_MAX_BYTES", "1000")
     monkeypatch.setenv("TEAMD_EVENTS_KEEP", "3")
     _emit_numbered(ws, 200)
-    folder = ws.team_dir(team)
+    folder = ws.store.paths.team_dir(team)
     names = sorted(p.name for p in folder.glob("events*.jsonl"))
     assert names == ["events.1.jsonl", "events.2.jsonl", "events.3.jsonl", "events.jsonl"]
     kept = [n for name in ("events.3.jsonl", "events.2.jsonl", "events.1.jsonl",
@@ -64,14 +64,14 @@ def test_rotation_at_max_bytes_keeps_events_keep(ws: Workspace, team: str,
         size = (folder / name).stat().st_size
         assert 1000 <= size < 1000 + 200, (name, size)  # rotated once it passed the limit
         assert files.parse_lines((folder / name).read_bytes()).clean
-    assert ws.events(team).stat().st_size < 1000 + 200
+    assert ws.store.paths.events(team).stat().st_size < 1000 + 200
     assert events.read(ws, team)[-1]["n"] == 199
 
 
 def test_rotation_limits_come_from_teamd_toml(ws: Workspace, team: str) -> None:
     ws.settings_file.write_text("events_max_bytes = 300\nevents_keep = 1\n")
     _emit_numbered(ws, 50)
-    names = sorted(p.name for p in ws.team_dir(team).glob("events*.jsonl"))
+    names = sorted(p.name for p in ws.store.paths.team_dir(team).glob("events*.jsonl"))
     assert names == ["events.1.jsonl", "events.jsonl"]
 
 
@@ -80,8 +80,10 @@ def test_keep_zero_truncates(ws: Workspace, team: str,
     monkeypatch.setenv("TEAMD_EVENTS_MAX_BYTES", "300")
     monkeypatch.setenv("TEAMD_EVENTS_KEEP", "0")
     _emit_numbered(ws, 30)
-    assert sorted(p.name for p in ws.team_dir(team).glob("events*.jsonl")) == ["events.jsonl"]
-    assert ws.events(team).stat().st_size < 300 + 200
+    assert sorted(p.name for p in ws.store.paths.team_dir(team).glob("events*.jsonl")) == [
+        "events.jsonl"
+    ]
+    assert ws.store.paths.events(team).stat().st_size < 300 + 200
     assert events.read(ws, team)[-1]["n"] == 29
 
 
@@ -93,9 +95,9 @@ def test_a_broken_teamd_toml_does_not_lose_journal_entries(ws: Workspace,
 
 
 def test_emit_for_a_vanished_team_creates_no_folder(ws: Workspace) -> None:
-    ws.teams_dir.mkdir(mode=0o700)
+    ws.store.paths.teams_dir.mkdir(mode=0o700)
     events.emit(ws, "ghost", "exited", member="a", code=0)
-    assert not ws.team_dir("ghost").exists()
+    assert not ws.store.paths.team_dir("ghost").exists()
 
 
 class Writer:
@@ -136,7 +138,7 @@ def test_follow_sees_every_new_event_across_rotations(ws: Workspace, team: str,
     follower.close()
     # from wherever it joined, every event after it, in order: none lost at a rotation
     assert got == list(range(got[0], got[0] + want))
-    assert len(list(ws.team_dir(team).glob("events.*.jsonl"))) >= 10  # it did rotate
+    assert len(list(ws.store.paths.team_dir(team).glob("events.*.jsonl"))) >= 10  # it did rotate
 
 
 @pytest.mark.timeout(60)
@@ -169,7 +171,7 @@ def test_follow_from_start_gives_history_then_new_without_a_gap(ws: Workspace,
 
 def test_a_stream_skips_garbage_and_says_so(ws: Workspace, team: str) -> None:
     events.emit(ws, team, "tick", n=1)
-    with open(ws.events(team), "ab") as fh:
+    with open(ws.store.paths.events(team), "ab") as fh:
         fh.write(b"\x00\xff not json\n[1, 2]\n\n")
     events.emit(ws, team, "tick", n=2)
     bad: list[bytes] = []

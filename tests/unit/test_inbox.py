@@ -68,7 +68,7 @@ def test_deliver_appends_to_the_recipients_inbox_and_journals(ws: Workspace, tea
     inbox.deliver(ws, team, [m2])
     assert inbox.peek(ws, team, "alice") == [m1, m2]
     assert inbox.peek(ws, team, "bob") == []
-    raw = ws.inbox(team, "alice").read_bytes()
+    raw = ws.store.paths.inbox(team, "alice").read_bytes()
     assert raw.count(b"\n") == 2 and raw.endswith(b"\n")
     journal = [r for r in events.read(ws, team) if r["event"] == "message"]
     assert [r["message"] for r in journal] == [m1, m2]
@@ -89,7 +89,7 @@ def test_drain_takes_everything_once_and_history_stays(ws: Workspace, team: str)
     assert inbox.drain(ws, team, "alice", recorded.extend) == sent
     assert recorded == sent
     assert inbox.peek(ws, team, "alice") == []
-    assert ws.inbox(team, "alice").read_bytes() == b""
+    assert ws.store.paths.inbox(team, "alice").read_bytes() == b""
     assert inbox.drain(ws, team, "alice", recorded.extend) == []
     assert len(recorded) == 5
     # the journal still has every message after the drain
@@ -112,22 +112,24 @@ def test_drain_keeps_messages_when_the_consumer_fails(ws: Workspace, team: str) 
 def test_drain_moves_a_bad_line_aside(ws: Workspace, team: str) -> None:
     msg = inbox.make("message", "lead", "alice", "good")
     inbox.deliver(ws, team, [msg])
-    with open(ws.inbox(team, "alice"), "ab") as fh:
+    with open(ws.store.paths.inbox(team, "alice"), "ab") as fh:
         fh.write(b"this is not json\n")
     assert inbox.peek(ws, team, "alice") == [msg]  # readers skip it
     assert inbox.drain(ws, team, "alice", lambda b: None) == [msg]
-    rejected = files.read_jsonl(ws.team_dir(team) / "alice_inbox.rejected.jsonl").records
+    rejected = files.read_jsonl(
+        ws.store.paths.team_dir(team) / "alice_inbox.rejected.jsonl"
+    ).records
     assert [r["line"] for r in rejected] == ["this is not json"]
 
 
 def test_a_torn_inbox_tail_does_not_glue_onto_the_next_message(ws: Workspace,
                                                                team: str) -> None:
-    with open(ws.inbox(team, "alice"), "ab") as fh:
+    with open(ws.store.paths.inbox(team, "alice"), "ab") as fh:
         fh.write(b'{"id": "dead-writer", "type": "mess')
     msg = inbox.make("message", "lead", "alice", "after")
     inbox.deliver(ws, team, [msg])
     assert inbox.peek(ws, team, "alice") == [msg]
-    assert files.parse_lines(ws.inbox(team, "alice").read_bytes()).clean
+    assert files.parse_lines(ws.store.paths.inbox(team, "alice").read_bytes()).clean
 
 
 def test_broadcast_is_one_event_with_the_same_id_in_every_inbox(ws: Workspace,
@@ -151,7 +153,7 @@ def test_a_json_line_that_is_not_a_message_is_moved_aside(ws: Workspace) -> None
     actions.create_team(ws, "t")
     actions.spawn(ws, "t", "bob", "p")
     actions.send(ws, "t", "bob", "first")
-    path = ws.inbox("t", "bob")
+    path = ws.store.paths.inbox("t", "bob")
     with open(path, "ab") as fh:
         fh.write(b'{"id":"abc","content":"hello"}\n{"id":null,"type":"message"}\n')
     actions.send(ws, "t", "bob", "second")
@@ -196,7 +198,7 @@ def test_a_reader_refuses_what_a_writer_would_have(ws: Workspace, team: str) -> 
         bad.append((files.dumps_line(raw_message(**fields))[:-1], reason, str(fields["id"])))
     huge = files.dumps_line(raw_message(id="m-huge", content="h" * (2 << 20)))[:-1]
     bad.append((huge, f"line over 1 MiB ({len(huge)} bytes)", None))
-    path = ws.inbox(team, "alice")
+    path = ws.store.paths.inbox(team, "alice")
     path.write_bytes(files.dumps_line(first) + b"".join(line + b"\n" for line, _, _ in bad)
                      + files.dumps_line(last))
     before = path.read_bytes()
@@ -254,7 +256,7 @@ def test_a_drain_takes_a_batch_and_leaves_the_rest_in_order(ws: Workspace, team:
     got.clear()
     inbox.drain(ws, team, "alice", got.extend, max_messages=100, max_content=inbox.MAX_CONTENT)
     assert got == sent[100:]
-    assert ws.inbox(team, "alice").read_bytes() == b""
+    assert ws.store.paths.inbox(team, "alice").read_bytes() == b""
 
 
 def test_a_drain_takes_at_most_256_kib_of_content(ws: Workspace, team: str) -> None:

@@ -55,24 +55,32 @@ def test_paths_follow_the_contract(tmp_path: Path) -> None:
     assert ws.settings_file == r / "teamd.toml"
     assert ws.supervisor_lock == r / ".teams" / "teamd.lock"
     assert ws.supervisor_info == r / ".teams" / "teamd.json"
-    assert ws.config("t") == r / ".teams" / "t" / "config.json"
-    assert ws.inbox("t", "lead") == r / ".teams" / "t" / "lead_inbox.jsonl"
-    assert ws.inbox("t", "backend") == r / ".teams" / "t" / "backend_inbox.jsonl"
-    assert ws.request("t", "shutdown-ab12") == r / ".teams/t/requests/shutdown-ab12.json"
-    assert ws.session("t", "bob") == r / ".teams/t/sessions/bob.jsonl"
-    assert ws.transcripts_dir("t") == r / ".teams/t/transcripts"
+    assert ws.store.paths.config("t") == r / ".teams" / "t" / "config.json"
+    assert ws.store.paths.inbox("t", "lead") == r / ".teams" / "t" / "lead_inbox.jsonl"
+    assert ws.store.paths.inbox("t", "backend") == r / ".teams" / "t" / "backend_inbox.jsonl"
+    assert (
+        ws.store.paths.request("t", "shutdown-ab12") == r / ".teams/t/requests/shutdown-ab12.json"
+    )
+    assert ws.store.paths.session("t", "bob") == r / ".teams/t/sessions/bob.jsonl"
+    assert ws.store.paths.transcripts_dir("t") == r / ".teams/t/transcripts"
     assert ws.member_log("t", "bob") == r / ".teams/t/logs/bob.log"
-    assert ws.events("t") == r / ".teams/t/events.jsonl"
-    assert ws.task("t", 7) == r / ".tasks/t/7.json"
-    assert ws.highwatermark("t") == r / ".tasks/t/.highwatermark"
+    assert ws.store.paths.events("t") == r / ".teams/t/events.jsonl"
+    assert ws.store.paths.task("t", 7) == r / ".tasks/t/7.json"
+    assert ws.store.paths.highwatermark("t") == r / ".tasks/t/.highwatermark"
 
 
 def test_every_path_validates_its_names(tmp_path: Path) -> None:
     ws = Workspace.at(tmp_path)
-    for call in (lambda: ws.team_dir("../x"), lambda: ws.config("A"),
-                 lambda: ws.inbox("t", "../../etc"), lambda: ws.inbox("../t", "a"),
-                 lambda: ws.session("t", "a/b"), lambda: ws.tasks_dir(""),
-                 lambda: ws.member_log("t", "x" * 49), lambda: ws.events("t\x00")):
+    for call in (
+        lambda: ws.store.paths.team_dir("../x"),
+        lambda: ws.store.paths.config("A"),
+        lambda: ws.store.paths.inbox("t", "../../etc"),
+        lambda: ws.store.paths.inbox("../t", "a"),
+        lambda: ws.store.paths.session("t", "a/b"),
+        lambda: ws.store.paths.tasks_dir(""),
+        lambda: ws.member_log("t", "x" * 49),
+        lambda: ws.store.paths.events("t\x00"),
+    ):
         with pytest.raises(BadInput):
             call()
 
@@ -99,12 +107,12 @@ def test_root_precedence(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Non
 
 
 def test_team_names_lists_only_real_teams(ws: Workspace) -> None:
-    assert ws.team_names() == []
+    assert ws.store.team_names() == []
     for name in ("beta", "alpha"):
-        (ws.teams_dir / name).mkdir(parents=True)
-        (ws.teams_dir / name / "config.json").write_text("{}")
-    (ws.teams_dir / "no-config").mkdir()
-    (ws.teams_dir / ".deleted-x").mkdir()
-    (ws.teams_dir / ".deleted-x" / "config.json").write_text("{}")
-    assert ws.team_names() == ["alpha", "beta"]
-    assert ws.team_exists("alpha") and not ws.team_exists("no-config")
+        (ws.store.paths.teams_dir / name).mkdir(parents=True)
+        (ws.store.paths.teams_dir / name / "config.json").write_text("{}")
+    (ws.store.paths.teams_dir / "no-config").mkdir()
+    (ws.store.paths.teams_dir / ".deleted-x").mkdir()
+    (ws.store.paths.teams_dir / ".deleted-x" / "config.json").write_text("{}")
+    assert ws.store.team_names() == ["alpha", "beta"]
+    assert ws.store.team_exists("alpha") and not ws.store.team_exists("no-config")

@@ -19,7 +19,7 @@ TEAM = "t"
 def test_open_writes_a_pending_record(ws: Workspace, team: str) -> None:
     rec = requests.open_request(ws, team, "plan_approval", "alice", "lead", plan="do it")
     assert rec["request_id"].startswith("plan-")
-    on_disk = files.read_json(ws.request(team, rec["request_id"]))
+    on_disk = files.read_json(ws.store.paths.request(team, rec["request_id"]))
     assert on_disk == rec
     assert set(rec) == {"schema", "request_id", "kind", "sender", "recipient", "status",
                         "created_at", "resolved_at", "reason", "plan", "feedback"}
@@ -47,7 +47,7 @@ def test_answer_is_compare_and_set_from_pending(ws: Workspace, team: str) -> Non
     rec = requests.answer(ws, team, rid, False, feedback="more tests")
     assert rec["status"] == "rejected" and rec["feedback"] == "more tests"
     assert isinstance(rec["resolved_at"], float)
-    assert files.read_json(ws.request(team, rid)) == rec
+    assert files.read_json(ws.store.paths.request(team, rid)) == rec
     before = snapshot(ws.root)
     for approve in (True, False):
         with pytest.raises(BadInput, match="already rejected"):
@@ -88,7 +88,7 @@ def test_list_and_plan_gate(ws: Workspace, team: str) -> None:
 def test_a_hand_broken_record_is_skipped_and_named(ws: Workspace, team: str,
                                                    caplog: pytest.LogCaptureFixture) -> None:
     good = requests.open_request(ws, team, "plan_approval", "alice", "lead", plan="1")
-    bad = ws.requests_dir(team) / "plan-0badc0ffee.json"
+    bad = ws.store.paths.requests_dir(team) / "plan-0badc0ffee.json"
     bad.write_text('{"schema": 1, "req')
     assert [r["request_id"] for r in requests.list_requests(ws, team)] == [good["request_id"]]
     assert requests.pending_plan(ws, team, "alice") == good
@@ -131,5 +131,5 @@ def test_a_pending_plan_counts_only_since_the_member_joined(ws: Workspace, team:
     assert requests.pending_plan(ws, TEAM, "dave", since=joined_at) is None
     new = requests.open_request(ws, TEAM, "plan_approval", "dave", "lead", plan="new",
                                 request_id="plan-new")
-    files.write_json(ws.request(TEAM, "plan-new"), {**new, "created_at": joined_at})
+    files.write_json(ws.store.paths.request(TEAM, "plan-new"), {**new, "created_at": joined_at})
     assert requests.pending_plan(ws, TEAM, "dave", since=joined_at)["request_id"] == "plan-new"

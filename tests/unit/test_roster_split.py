@@ -41,7 +41,7 @@ def team(ws: Workspace, tmp_path: Path) -> Workspace:
 
 
 def status_file(ws: Workspace, name: str) -> Json:
-    doc = files.read_json(ws.member_status(TEAM, name))
+    doc = files.read_json(ws.store.paths.member_status(TEAM, name))
     assert doc is not None, name
     return doc
 
@@ -57,7 +57,7 @@ def in_another_process(ws: Workspace, code: str) -> subprocess.CompletedProcess[
 
 # -- the layout ----------------------------------------------------------------------------
 def test_spec_and_status_sit_apart_and_merge_back(team: Workspace) -> None:
-    config = files.read_json(team.config(TEAM))
+    config = files.read_json(team.store.paths.config(TEAM))
     assert config is not None and config["schema"] == 2
     for entry in config["members"]:
         assert not set(entry) & set(roster.STATUS_FIELDS), entry
@@ -70,7 +70,7 @@ def test_spec_and_status_sit_apart_and_merge_back(team: Workspace) -> None:
     assert merged == {**roster.find(config, "alice"),  # type: ignore[dict-item]
                       **{k: v for k, v in alice.items() if k not in ("schema", "name")}}
     # modes: the folder 0700, each status file and its lock 0600
-    folder = team.members_dir(TEAM)
+    folder = team.store.paths.members_dir(TEAM)
     assert stat.S_IMODE(folder.stat().st_mode) == 0o700
     for path in folder.iterdir():
         assert stat.S_IMODE(path.stat().st_mode) == 0o600, path
@@ -81,7 +81,7 @@ def test_jq_reads_the_status_files(team: Workspace) -> None:
     if shutil.which("jq") is None:
         pytest.skip("jq is not installed")
     roster.update_status(team, TEAM, "bob", lambda m: m.update(status="idle", current_task=3))
-    paths = sorted(str(p) for p in team.members_dir(TEAM).glob("*.json"))
+    paths = sorted(str(p) for p in team.store.paths.members_dir(TEAM).glob("*.json"))
     done = subprocess.run(["jq", "-s", "map({name, status, current_task})", *paths],
                           capture_output=True, text=True, check=True)
     assert json.loads(done.stdout) == [
@@ -100,17 +100,17 @@ def test_one_only_reads_the_team_as_that_member_sees_it(team: Workspace) -> None
 # -- the hot path --------------------------------------------------------------------------
 def test_a_status_write_touches_one_file_and_never_parses_config_json(
         team: Workspace) -> None:
-    config_before = team.config(TEAM).read_bytes()
-    bob_before = team.member_status(TEAM, "bob").read_bytes()
+    config_before = team.store.paths.config(TEAM).read_bytes()
+    bob_before = team.store.paths.member_status(TEAM, "bob").read_bytes()
     # a config.json that does not parse: the hot path must not need it
-    team.config(TEAM).write_bytes(config_before[:40])
+    team.store.paths.config(TEAM).write_bytes(config_before[:40])
     moved = roster.update_status(team, TEAM, "alice",
                                  lambda m: transition(m, Status.ACTIVE, Writer.MEMBER))
     assert moved == ("pending", "active")
     assert status_file(team, "alice")["status"] == "active"
-    assert team.config(TEAM).read_bytes() == config_before[:40]  # untouched
-    assert team.member_status(TEAM, "bob").read_bytes() == bob_before
-    team.config(TEAM).write_bytes(config_before)
+    assert team.store.paths.config(TEAM).read_bytes() == config_before[:40]  # untouched
+    assert team.store.paths.member_status(TEAM, "bob").read_bytes() == bob_before
+    team.store.paths.config(TEAM).write_bytes(config_before)
     assert roster.get(roster.load(team, TEAM), "alice")["status"] == "active"
 
 
@@ -118,7 +118,7 @@ def test_a_status_write_for_someone_not_in_the_team_writes_nothing(team: Workspa
     called: list[Json] = []
     assert roster.update_status(team, TEAM, "carol", called.append) is None
     assert roster.update_member(team, TEAM, "carol", lambda m, c: called.append(m)) is None
-    assert called == [] and not team.member_status(TEAM, "carol").exists()
+    assert called == [] and not team.store.paths.member_status(TEAM, "carol").exists()
 
 
 def test_a_status_write_goes_on_while_a_person_holds_the_roster(team: Workspace) -> None:
@@ -143,7 +143,7 @@ def test_a_status_write_goes_on_while_a_person_holds_the_roster(team: Workspace)
 
 def test_update_member_sees_the_spec_and_writes_only_the_status_file(
         team: Workspace) -> None:
-    config_before = team.config(TEAM).read_bytes()
+    config_before = team.store.paths.config(TEAM).read_bytes()
 
     def change(m: Json, config: Json) -> str:
         m["desired"] = "ignored"  # a spec field: not this path's to write
@@ -151,34 +151,34 @@ def test_update_member_sees_the_spec_and_writes_only_the_status_file(
         return str(config["state"])
 
     assert roster.update_member(team, TEAM, "bob", change) == "active"
-    assert team.config(TEAM).read_bytes() == config_before
+    assert team.store.paths.config(TEAM).read_bytes() == config_before
     bob = roster.get(roster.load(team, TEAM), "bob")
     assert (bob["pid"], bob["desired"]) == (4242, "running")
 
 
 # -- a person's step writes back only what changed -----------------------------------------
 def test_a_spec_change_rewrites_config_json_only(team: Workspace) -> None:
-    statuses = {n: team.member_status(TEAM, n).read_bytes() for n in ("alice", "bob")}
-    inode = team.member_status(TEAM, "alice").stat().st_ino
+    statuses = {n: team.store.paths.member_status(TEAM, n).read_bytes() for n in ("alice", "bob")}
+    inode = team.store.paths.member_status(TEAM, "alice").stat().st_ino
     actions.set_budget(team, TEAM, 3, member="alice")
     assert roster.get(roster.load(team, TEAM), "alice")["budget_usd"] == 3.0
-    assert {n: team.member_status(TEAM, n).read_bytes() for n in statuses} == statuses
-    assert team.member_status(TEAM, "alice").stat().st_ino == inode  # not even replaced
+    assert {n: team.store.paths.member_status(TEAM, n).read_bytes() for n in statuses} == statuses
+    assert team.store.paths.member_status(TEAM, "alice").stat().st_ino == inode  # not even replaced
 
 
 def test_a_live_change_rewrites_only_that_member(team: Workspace) -> None:
-    config_before = team.config(TEAM).read_bytes()
-    bob_inode = team.member_status(TEAM, "bob").stat().st_ino
+    config_before = team.store.paths.config(TEAM).read_bytes()
+    bob_inode = team.store.paths.member_status(TEAM, "bob").stat().st_ino
     roster.update(team, TEAM, lambda c: roster.get(c, "alice").update(last_error="x"))
-    assert team.config(TEAM).read_bytes() == config_before
-    assert team.member_status(TEAM, "bob").stat().st_ino == bob_inode
+    assert team.store.paths.config(TEAM).read_bytes() == config_before
+    assert team.store.paths.member_status(TEAM, "bob").stat().st_ino == bob_inode
     assert status_file(team, "alice")["last_error"] == "x"
 
 
 def test_a_shutdown_on_behalf_writes_both_files(team: Workspace) -> None:
     done = actions.shutdown(team, TEAM, "bob", reason="done")
     assert done["answered"]
-    spec = roster.find(files.read_json(team.config(TEAM)) or {}, "bob")
+    spec = roster.find(files.read_json(team.store.paths.config(TEAM)) or {}, "bob")
     assert spec is not None and spec["desired"] == "stopped" and "status" not in spec
     assert status_file(team, "bob")["status"] == "shutdown"
 
@@ -188,15 +188,15 @@ def test_a_member_added_and_removed_takes_its_status_file_along(
     actions.spawn(team, TEAM, "carol", "work", cwd=str(tmp_path))
     assert status_file(team, "carol")["status"] == "pending"
     actions.remove_member(team, TEAM, "carol")
-    assert not team.member_status(TEAM, "carol").exists()
+    assert not team.store.paths.member_status(TEAM, "carol").exists()
     assert roster.find(roster.load(team, TEAM), "carol") is None
 
 
 def test_a_missing_status_file_reads_as_pending_and_a_stray_one_is_ignored(
         team: Workspace) -> None:
     roster.update_status(team, TEAM, "bob", lambda m: m.update(status="idle", restarts=2))
-    team.member_status(TEAM, "bob").unlink()
-    files.write_json(team.member_status(TEAM, "ghost"), {"schema": 2, "name": "ghost",
+    team.store.paths.member_status(TEAM, "bob").unlink()
+    files.write_json(team.store.paths.member_status(TEAM, "ghost"), {"schema": 2, "name": "ghost",
                                                          "status": "idle"})
     config = roster.load(team, TEAM)
     assert roster.names(config) == ["alice", "bob"]
@@ -212,8 +212,12 @@ def test_a_missing_status_file_reads_as_pending_and_a_stray_one_is_ignored(
 def schema_1(ws: Workspace, *, spent_usd: float | None = None) -> Json:
     """A schema-1 team written by hand, in the shape the cost issue left it: every member's
     live fields in its config.json entry, no members/ folder."""
-    for folder in (ws.team_dir(TEAM), ws.requests_dir(TEAM), ws.sessions_dir(TEAM),
-                   ws.tasks_dir(TEAM)):
+    for folder in (
+        ws.store.paths.team_dir(TEAM),
+        ws.store.paths.requests_dir(TEAM),
+        ws.store.paths.sessions_dir(TEAM),
+        ws.store.paths.tasks_dir(TEAM),
+    ):
         files.ensure_dir(folder)
     usage = {"input_tokens": 1200, "output_tokens": 340, "cache_read_input_tokens": 5000,
              "cache_creation_input_tokens": 800, "cost_usd": 0.25}
@@ -241,7 +245,7 @@ def schema_1(ws: Workspace, *, spent_usd: float | None = None) -> Json:
         ]}
     if spent_usd is not None:
         config["spent_usd"] = spent_usd
-    files.write_json(ws.config(TEAM), config)
+    files.write_json(ws.store.paths.config(TEAM), config)
     return config
 
 
@@ -249,7 +253,7 @@ def assert_migrated(ws: Workspace, old: Json) -> None:
     """Read (migrating it if need be): the merged view is the schema-1 roster field for
     field, and schema 2 is on disk."""
     merged = roster.load(ws, TEAM)
-    config = files.read_json(ws.config(TEAM))
+    config = files.read_json(ws.store.paths.config(TEAM))
     assert config is not None and config["schema"] == 2 and "spent_usd" not in config
     for entry in config["members"]:
         assert not set(entry) & set(roster.STATUS_FIELDS)
@@ -266,24 +270,24 @@ def test_a_schema_1_roster_is_migrated_by_its_first_reader_keeping_everything(
     old = schema_1(ws)
     assert_migrated(ws, old)
     # spend.json did not exist: the members' costs summed
-    assert files.read_json(ws.spend(TEAM)) == {"schema": 1, "spent_usd": 0.75}
-    assert stat.S_IMODE(ws.members_dir(TEAM).stat().st_mode) == 0o700
-    config_after = ws.config(TEAM).read_bytes()
+    assert files.read_json(ws.store.paths.spend(TEAM)) == {"schema": 1, "spent_usd": 0.75}
+    assert stat.S_IMODE(ws.store.paths.members_dir(TEAM).stat().st_mode) == 0o700
+    config_after = ws.store.paths.config(TEAM).read_bytes()
     roster.load(ws, TEAM)  # once: the next reader finds schema 2 and writes nothing
-    assert ws.config(TEAM).read_bytes() == config_after
+    assert ws.store.paths.config(TEAM).read_bytes() == config_after
 
 
 def test_migration_takes_the_schema_1_spent_usd_and_keeps_an_existing_spend(
         ws: Workspace) -> None:
     old = schema_1(ws, spent_usd=3.5)
     assert_migrated(ws, old)
-    assert files.read_json(ws.spend(TEAM)) == {"schema": 1, "spent_usd": 3.5}
+    assert files.read_json(ws.store.paths.spend(TEAM)) == {"schema": 1, "spent_usd": 3.5}
     ws2 = Workspace.at(ws.root / "other")
     ws2.root.mkdir()
     schema_1(ws2)
-    files.write_json(ws2.spend(TEAM), {"schema": 1, "spent_usd": 9.0})
+    files.write_json(ws2.store.paths.spend(TEAM), {"schema": 1, "spent_usd": 9.0})
     roster.load(ws2, TEAM)
-    assert files.read_json(ws2.spend(TEAM)) == {"schema": 1, "spent_usd": 9.0}
+    assert files.read_json(ws2.store.paths.spend(TEAM)) == {"schema": 1, "spent_usd": 9.0}
 
 
 def test_a_hot_path_write_migrates_too(ws: Workspace) -> None:
@@ -291,7 +295,7 @@ def test_a_hot_path_write_migrates_too(ws: Workspace) -> None:
     roster.update_status(ws, TEAM, "backend", lambda m: m.update(status="starting"))
     assert status_file(ws, "backend")["status"] == "starting"
     assert status_file(ws, "backend")["usage"] == old["members"][0]["usage"]
-    assert files.read_json(ws.config(TEAM))["schema"] == 2  # type: ignore[index]
+    assert files.read_json(ws.store.paths.config(TEAM))["schema"] == 2  # type: ignore[index]
 
 
 def test_a_migration_that_fails_half_way_leaves_schema_1_whole(ws: Workspace) -> None:
@@ -299,14 +303,14 @@ def test_a_migration_that_fails_half_way_leaves_schema_1_whole(ws: Workspace) ->
     first is written, config.json is not touched; once the obstacle is gone, the next
     reader migrates it all."""
     old = schema_1(ws)
-    before = ws.config(TEAM).read_bytes()
-    blocker = ws.member_status(TEAM, "lead")
+    before = ws.store.paths.config(TEAM).read_bytes()
+    blocker = ws.store.paths.member_status(TEAM, "lead")
     blocker.mkdir(parents=True)
     with pytest.raises(OSError):
         roster.load(ws, TEAM)
-    assert ws.config(TEAM).read_bytes() == before  # schema 1, whole
-    assert ws.member_status(TEAM, "backend").is_file()  # it did get that far
-    assert not ws.spend(TEAM).exists()
+    assert ws.store.paths.config(TEAM).read_bytes() == before  # schema 1, whole
+    assert ws.store.paths.member_status(TEAM, "backend").is_file()  # it did get that far
+    assert not ws.store.paths.spend(TEAM).exists()
     blocker.rmdir()
     assert_migrated(ws, old)
 
@@ -318,7 +322,7 @@ def test_a_process_killed_before_config_json_is_replaced_leaves_schema_1_whole(
     is about to replace config.json.
     The next reader, here `teamctl status --json`, migrates again."""
     old = schema_1(ws)
-    before = ws.config(TEAM).read_bytes()
+    before = ws.store.paths.config(TEAM).read_bytes()
     done = in_another_process(ws, """
         import os, sys
         def die(event, args):
@@ -328,10 +332,10 @@ def test_a_process_killed_before_config_json_is_replaced_leaves_schema_1_whole(
         roster.load(ws, TEAM)
     """)
     assert done.returncode == 9, done.stderr  # it died where it was meant to
-    assert ws.config(TEAM).read_bytes() == before
-    assert {p.name for p in ws.members_dir(TEAM).glob("*.json")} == {"backend.json",
+    assert ws.store.paths.config(TEAM).read_bytes() == before
+    assert {p.name for p in ws.store.paths.members_dir(TEAM).glob("*.json")} == {"backend.json",
                                                                      "lead.json"}
-    assert files.read_json(ws.spend(TEAM)) == {"schema": 1, "spent_usd": 0.75}
+    assert files.read_json(ws.store.paths.spend(TEAM)) == {"schema": 1, "spent_usd": 0.75}
     shown = teamctl(ws.root, "status", TEAM, "--json")
     assert shown.returncode == 0, shown.stderr
     members = {m["name"]: m for t in json.loads(shown.stdout)["teams"] for m in t["members"]}
@@ -363,11 +367,11 @@ def test_status_json_shows_the_same_member_before_and_after_the_split(
 
 def test_a_roster_of_an_unknown_schema_is_refused(ws: Workspace) -> None:
     schema_1(ws)
-    doc = files.read_json(ws.config(TEAM)) or {}
-    files.write_json(ws.config(TEAM), {**doc, "schema": 3})
+    doc = files.read_json(ws.store.paths.config(TEAM)) or {}
+    files.write_json(ws.store.paths.config(TEAM), {**doc, "schema": 3})
     with pytest.raises(TeamdError, match="schema 3"):
         roster.load(ws, TEAM)
-    assert not ws.members_dir(TEAM).exists()
+    assert not ws.store.paths.members_dir(TEAM).exists()
 
 
 # -- the teammate's current_task -----------------------------------------------------------
@@ -427,11 +431,14 @@ def test_a_reader_as_the_team_is_deleted_never_brings_its_folder_back(
     to take the roster lock — an audit hook does it at the reader's first touch of the lock
     (creating its folder, or opening its file). The reader is told the team is unknown, and
     no `.teams/crew/` comes back (`filelock` alone would make the folder again)."""
-    archived = team.teams_dir / "crew-archived"
-    done = in_another_process(team, f"""
+    archived = team.store.paths.teams_dir / "crew-archived"
+    done = in_another_process(
+        team,
+        f"""
         import os, sys
         from teamd.errors import BadInput
-        team_dir, lock = {str(team.team_dir(TEAM))!r}, {str(team.config(TEAM))!r} + ".lock"
+        team_dir = {str(team.store.paths.team_dir(TEAM))!r}
+        lock = {str(team.store.paths.config(TEAM))!r} + ".lock"
         moved = []
         def delete_now(event, args):
             touches = (event == "os.mkdir" and str(args[0]) == team_dir) or (
@@ -445,7 +452,8 @@ def test_a_reader_as_the_team_is_deleted_never_brings_its_folder_back(
         except BadInput as exc:
             print("refused:", exc)
         print("moved" if moved else "never touched")
-    """)
+    """,
+    )
     assert done.returncode == 0, done.stderr
     assert "refused: unknown team 'crew'" in done.stdout and "moved" in done.stdout
-    assert archived.is_dir() and not team.team_dir(TEAM).exists()
+    assert archived.is_dir() and not team.store.paths.team_dir(TEAM).exists()

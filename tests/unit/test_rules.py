@@ -123,7 +123,7 @@ def test_always_rules_live_in_the_team_file(ws: Workspace, tmp_path: Path) -> No
     rule = permissions.add_always(ws, "t", permissions.always_rule("bash", "rm *.tmp"))
     assert rule == "bash(rm [*].tmp)"
     assert permissions.add_always(ws, "t", rule) == rule  # once
-    path = ws.team_dir("t") / "permissions.json"
+    path = ws.store.paths.team_dir("t") / "permissions.json"
     doc = json.loads(path.read_text())
     assert doc == {"schema": 1, "allow": ["bash(rm [*].tmp)"]}
     assert stat.S_IMODE(path.stat().st_mode) == 0o600

@@ -207,7 +207,7 @@ def test_a_status_write_that_fails_journals_nothing(ws: Workspace) -> None:
     """The status file cannot be written (EFBIG: over RLIMIT_FSIZE, while the journal has
     room): no `status` event for a move that is not on disk."""
     team = make_team(ws, None, "alice")
-    limit = ws.events(team).stat().st_size + 1024
+    limit = ws.store.paths.events(team).stat().st_size + 1024
 
     def big(member: Json) -> None:
         transition(member, Status.SHUTDOWN, Writer.CONTROL)
@@ -227,11 +227,11 @@ def test_a_journal_that_fails_leaves_the_status_written(ws: Workspace) -> None:
     """The journal cannot take the `status` event (EFBIG): the status stays as written and
     the writer goes on; nothing torn is left in the journal."""
     team = make_team(ws, None, "alice")
-    status_file = ws.member_status(team, "alice")
-    while ws.events(team).stat().st_size < 2 * status_file.stat().st_size:
+    status_file = ws.store.paths.member_status(team, "alice")
+    while ws.store.paths.events(team).stat().st_size < 2 * status_file.stat().st_size:
         events.emit(ws, team, "padding", text="x" * 100)
-    before = ws.events(team).read_bytes()
+    before = ws.store.paths.events(team).read_bytes()
     with file_size_limit(len(before)):  # any append fails; the small status file fits
         roster.update_status(ws, team, "alice", to(Status.SHUTDOWN, Writer.CONTROL))
     assert json.loads(status_file.read_text())["status"] == "shutdown"
-    assert ws.events(team).read_bytes() == before
+    assert ws.store.paths.events(team).read_bytes() == before

@@ -308,7 +308,7 @@ def test_bash_never_sees_the_api_key(ws: Workspace, team: str, workdir: Path,
     (workdir / ".env").write_text("KEY=fake-test-secret-123456\n")
     out = ok(tb.run("read_file", {"path": ".env"}))
     assert "fake-test-secret-123456" not in out and "redacted" in out
-    assert "fake-test-secret" not in ws.events(TEAM).read_text()
+    assert "fake-test-secret" not in ws.store.paths.events(TEAM).read_text()
 
 
 def test_no_rule_opens_teamds_own_files_or_another_members_worktree(
@@ -317,7 +317,7 @@ def test_no_rule_opens_teamds_own_files_or_another_members_worktree(
     repository that holds it) may read teamd's files, never write them."""
     ws.settings_file.write_text('[permissions]\nask = ["write_file", "edit_file"]\n')
     before = {p: p.read_bytes() for p in ws.root.rglob("*") if p.is_file()}
-    (ws.root / "link").symlink_to(ws.teams_dir)
+    (ws.root / "link").symlink_to(ws.store.paths.teams_dir)
     tb = box(ws, ws.root)
     own = [("write_file", {"path": "teamd.toml", "content": "x"}),
            ("edit_file", {"path": "teamd.toml", "old_text": "ask", "new_text": "allow"}),
@@ -338,7 +338,9 @@ def test_no_rule_opens_teamds_own_files_or_another_members_worktree(
     assert {p: p.read_bytes() for p in ws.root.rglob("*")
             if p.is_file() and "/events" not in str(p)} == \
         {p: b for p, b in before.items() if "/events" not in str(p)}
-    assert not ws.requests_dir(TEAM).exists() or not any(ws.requests_dir(TEAM).iterdir())
+    assert not ws.store.paths.requests_dir(TEAM).exists() or not any(
+        ws.store.paths.requests_dir(TEAM).iterdir()
+    )
     assert "alice" in ok(tb.run("read_file", {"path": f".teams/{TEAM}/config.json"}))
     # one's own worktree is one's own (the rules still apply to it)
     ws.settings_file.write_text("")
@@ -359,7 +361,7 @@ def test_plan_gate_closed_until_approved(ws: Workspace, team: str, workdir: Path
     out = ok(tb.run("SubmitPlan", {"plan": "1. write a"}))
     rid = next(r["request_id"] for r in requests.list_requests(ws, TEAM))
     assert rid in out and "wait" in out.lower()
-    lead_inbox = files.read_jsonl(ws.inbox(TEAM, "lead")).records
+    lead_inbox = files.read_jsonl(ws.store.paths.inbox(TEAM, "lead")).records
     assert [(m["type"], m["sender"], m["request_id"], m["plan"]) for m in lead_inbox] == [
         ("plan_approval_request", "alice", rid, "1. write a")]
     err(tb.run("write_file", {"path": "a", "content": "x"}), "plan mode")  # still pending
@@ -382,7 +384,7 @@ def test_lead_answers_a_plan_through_sendmessage(ws: Workspace, team: str,
     ok(lead.run("SendMessage", {"recipient": "alice", "content": "", "request_id": rid,
                                 "type": "plan_approval_response", "approve": False,
                                 "feedback": "add tests"}))
-    msgs = files.read_jsonl(ws.inbox(TEAM, "alice")).records
+    msgs = files.read_jsonl(ws.store.paths.inbox(TEAM, "alice")).records
     assert [(m["type"], m["approve"], m["feedback"]) for m in msgs] == [
         ("plan_approval_response", False, "add tests")]
     err(alice.run("write_file", {"path": "a", "content": "x"}), "plan mode")
@@ -401,13 +403,13 @@ def test_sendmessage_types_per_kind(ws: Workspace, team: str, workdir: Path) -> 
     alice = box(ws, workdir)
     out = ok(alice.run("SendMessage", {"recipient": "bob", "content": "hi", "summary": "s"}))
     assert "sent to bob" in out
-    [msg] = files.read_jsonl(ws.inbox(TEAM, "bob")).records
+    [msg] = files.read_jsonl(ws.store.paths.inbox(TEAM, "bob")).records
     assert (msg["type"], msg["sender"], msg["content"], msg["summary"]) == (
         "message", "alice", "hi", "s")
     ok(alice.run("SendMessage", {"recipient": "lead", "content": "done"}))
     assert "2 inbox" in ok(alice.run("SendMessage", {"recipient": "*", "content": "all",
                                                      "type": "broadcast"}))
-    assert [m["type"] for m in files.read_jsonl(ws.inbox(TEAM, "lead")).records] == [
+    assert [m["type"] for m in files.read_jsonl(ws.store.paths.inbox(TEAM, "lead")).records] == [
         "message", "broadcast"]
     for t in ("shutdown_request", "plan_approval_response", "plan_approval_request",
               "idle_notification"):
@@ -440,7 +442,7 @@ def test_shutdown_response_sets_the_hook(ws: Workspace, team: str, workdir: Path
     assert "approved" in ok(approved)
     assert approved.ends_process  # the loop leaves after this turn
     assert requests.get(ws, TEAM, rid)["status"] == "approved"
-    [msg] = files.read_jsonl(ws.inbox(TEAM, "lead")).records
+    [msg] = files.read_jsonl(ws.store.paths.inbox(TEAM, "lead")).records
     assert (msg["type"], msg["request_id"], msg["approve"]) == ("shutdown_response", rid, True)
     err(alice.run("SendMessage", {"recipient": "lead", "content": "bye",
                                   "type": "shutdown_response", "request_id": rid,
@@ -558,9 +560,9 @@ def test_team_create_and_delete(ws: Workspace, team: str, workdir: Path) -> None
     err(lead.run("TeamCreate", {"name": "other"}), "already exists")
     ok(lead.run("Task", {"name": "eve", "prompt": "p", "team_name": "other"}))
     assert "deleted team other" in ok(lead.run("TeamDelete", {"name": "other"}))
-    assert not ws.team_exists("other") and not ws.tasks_dir("other").exists()
+    assert not ws.store.team_exists("other") and not ws.store.paths.tasks_dir("other").exists()
     err(lead.run("TeamDelete", {"name": "other"}), "unknown team")
-    assert ws.team_exists(TEAM)
+    assert ws.store.team_exists(TEAM)
 
 
 def make_live(ws: Workspace, team: str, name: str) -> None:
@@ -579,7 +581,7 @@ def test_shutdown_request_to_a_live_member(ws: Workspace, team: str, workdir: Pa
     lead = box(ws, workdir, "lead", kind="lead")
     out = ok(lead.run("SendMessage", {"recipient": "bob", "content": "wrap up",
                                       "type": "shutdown_request"}))
-    [msg] = files.read_jsonl(ws.inbox(TEAM, "bob")).records
+    [msg] = files.read_jsonl(ws.store.paths.inbox(TEAM, "bob")).records
     assert (msg["type"], msg["reason"]) == ("shutdown_request", "wrap up")
     assert msg["request_id"] in out
     err(lead.run("SendMessage", {"recipient": "lead", "content": "x",
@@ -590,9 +592,9 @@ def test_team_delete_asks_live_members(ws: Workspace, team: str, workdir: Path) 
     make_live(ws, TEAM, "bob")
     lead = box(ws, workdir, "lead", kind="lead")
     out = ok(lead.run("TeamDelete", {"name": TEAM}))
-    assert "asked bob" in out and ws.team_exists(TEAM)
+    assert "asked bob" in out and ws.store.team_exists(TEAM)
     assert roster.load(ws, TEAM)["state"] == "deleting"
-    assert [m["type"] for m in files.read_jsonl(ws.inbox(TEAM, "bob")).records] == [
+    assert [m["type"] for m in files.read_jsonl(ws.store.paths.inbox(TEAM, "bob")).records] == [
         "shutdown_request"]
     err(lead.run("TaskCreate", {"subject": "more"}), "being deleted")
     # the winding-down still lands: bob answers
@@ -607,6 +609,6 @@ def test_team_delete_of_own_team_leaves_no_ghost_folder(ws: Workspace, team: str
                                                         workdir: Path) -> None:
     lead = box(ws, workdir, "lead", kind="lead")
     assert "deleted team proj" in ok(lead.run("TeamDelete", {"name": TEAM}))
-    assert not ws.team_dir(TEAM).exists()
+    assert not ws.store.paths.team_dir(TEAM).exists()
     err(lead.run("TaskList", {}), "unknown team")
-    assert not ws.team_dir(TEAM).exists()
+    assert not ws.store.paths.team_dir(TEAM).exists()

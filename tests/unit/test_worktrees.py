@@ -70,7 +70,7 @@ def test_create_with_a_repo_that_is_not_one_exits_2_and_makes_nothing(
     done = teamctl_text(ws, "create", TEAM, "--worktrees", "--repo", str(plain))
     assert done.returncode == 2
     assert "not inside a git work tree" in done.stderr and len(done.stderr.splitlines()) == 1
-    assert not ws.team_exists(TEAM) and not ws.teams_dir.exists()
+    assert not ws.store.team_exists(TEAM) and not ws.store.paths.teams_dir.exists()
 
 
 def test_spawn_makes_the_worktree_and_branch_before_the_member(

@@ -136,7 +136,7 @@ def test_every_action_from_the_page_writes_what_the_command_writes(
         wait_until(pushed.exists, T, "the approved call to run")
         assert pushed.read_text() == "pushed PUSH-TWO\n"  # the rejected one never ran
         answered(ws, ask["request_id"], True, None)
-        assert "echo pushed PUSH-TWO" in ws.team_dir(TEAM).joinpath(
+        assert "echo pushed PUSH-TWO" in ws.store.paths.team_dir(TEAM).joinpath(
             "permissions.json").read_text()
         wait_status(ws, "bob", "idle")
 
@@ -172,10 +172,10 @@ def test_every_action_from_the_page_writes_what_the_command_writes(
         budget.locator("input[name=member]").fill(member)
         budget.get_by_role("button", name="Set budget").click()
         flashed(page, "budget: done")
-        written = ws.config(TEAM).read_bytes()
+        written = ws.store.paths.config(TEAM).read_bytes()
         ctl(ws, "budget", TEAM, usd, *(["--member", member] if member else []))
-        assert ws.config(TEAM).read_bytes() == written
-    config = files.read_json(ws.config(TEAM))
+        assert ws.store.paths.config(TEAM).read_bytes() == written
+    config = files.read_json(ws.store.paths.config(TEAM))
     assert config["budget_usd"] == 7.5
     assert next(m for m in config["members"] if m["name"] == "bob")["budget_usd"] == 2.5
     page.wait_for_selector("#flash >> text=/budget: done/")

@@ -42,7 +42,7 @@ def test_changes_names_the_teams_that_changed(ws: Workspace) -> None:
     wait_until(lambda: "shop" in next_change(), 10, "the task seen as a change of shop")
     actions.create_team(ws, "other")
     wait_until(lambda: "" in next_change(), 10, "the new team seen")
-    with FileLock(str(ws.team_dir("shop") / "alone.lock"), mode=0o600):
+    with FileLock(str(ws.store.paths.team_dir("shop") / "alone.lock"), mode=0o600):
         pass  # a lock taken and let go in shop: no change of shop
     board.create(ws, "other", "a task there")
     got = [next_change()]

@@ -33,7 +33,7 @@ def test_hostile_text_renders_as_text(ws: Workspace, server: ScriptedServer, wor
         wait_status(ws, "alice", "idle")
         actions.send(ws, TEAM, "alice", f"HOSTILE-GO {IMG} {SCRIPT}")
         wait_until(lambda: "<b>said</b>" in str(files.read_jsonl(
-            ws.session(TEAM, "alice")).records), T, "alice's reply")
+            ws.store.paths.session(TEAM, "alice")).records), T, "alice's reply")
         wait_status(ws, "alice", "idle")
         team = open_page(browser, web, f"/t/{TEAM}")
         member = open_page(browser, web, f"/t/{TEAM}/m/alice")

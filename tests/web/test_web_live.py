@@ -22,7 +22,7 @@ EVERY_LINE = ("() => { const l = [...document.querySelectorAll('.journal [data-e
 
 
 def in_session(ws: Workspace, name: str, text: str) -> bool:
-    return text in str(files.read_jsonl(ws.session(TEAM, name)).records)
+    return text in str(files.read_jsonl(ws.store.paths.session(TEAM, name)).records)
 
 
 def test_roster_board_and_conversation_update_live(ws: Workspace, server: ScriptedServer,

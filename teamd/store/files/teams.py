@@ -76,6 +76,11 @@ class Teams(Base):
     def archives(self, team: str) -> list[str]:
         return [str(path) for path in self.paths.archives(team)]
 
+    def read_archived_spec(self, team: str, archive: str) -> Json | None:
+        if archive not in self.archives(team):
+            return None
+        return files.read_json(Path(archive) / "config.json")
+
     def keep_removed(self, team: str, name: str, stamp: str) -> str | None:
         """Each file moved under its own lock, in the contract's order (inbox, then
         session)."""

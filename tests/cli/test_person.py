@@ -46,21 +46,21 @@ def team(ws: Workspace) -> Workspace:
 def test_user_is_reserved_in_every_team(team: Workspace) -> None:
     with pytest.raises(BadInput, match="reserved for the person"):
         validate_member_name("user")
-    before = team.config(TEAM).read_bytes()
+    before = team.store.paths.config(TEAM).read_bytes()
     refused = cli(team.root, "spawn", TEAM, "user", "--prompt", "x", ok=False)
     assert isinstance(refused.exception, BadInput)
     assert "reserved" in str(refused.exception)
     # an LLM lead cannot hand the name out either
     cli(team.root, "spawn", TEAM, "lead", "--lead", "--prompt", "lead")
-    before = team.config(TEAM).read_bytes()
+    before = team.store.paths.config(TEAM).read_bytes()
     result = toolbox(team, "lead", "lead").run("Task", {
         "name": "user", "prompt": "x", "team_name": TEAM})
     assert result.is_error and "reserved" in result.content
-    assert team.config(TEAM).read_bytes() == before
+    assert team.store.paths.config(TEAM).read_bytes() == before
     # the real console script: exit 2, one line, nothing touched
     done = teamctl(team.root, "spawn", TEAM, "user", "--prompt", "x", env=clean_env())
     assert done.returncode == 2 and done.stderr.decode().count("\n") == 1
-    assert team.config(TEAM).read_bytes() == before
+    assert team.store.paths.config(TEAM).read_bytes() == before
 
 
 def test_without_an_llm_lead_the_person_is_lead_and_user_is_unknown(team: Workspace) -> None:
@@ -75,7 +75,7 @@ def test_without_an_llm_lead_the_person_is_lead_and_user_is_unknown(team: Worksp
     # a teammate's SendMessage to `user` is an error result, refused as unknown
     result = toolbox(team, "alice").run("SendMessage", {"recipient": "user", "content": "hi"})
     assert result.is_error and "unknown recipient 'user'" in result.content
-    assert not team.inbox(TEAM, "user").exists()
+    assert not team.store.paths.inbox(TEAM, "user").exists()
     # shutdown and its answer stay the lead's
     done = actions.shutdown(team, TEAM, "bob")
     assert done["request"]["sender"] == "lead" and done["answered"]

@@ -51,7 +51,7 @@ def test_demo_honours_the_global_root_and_teamd_root(tmp_path: Path, ws: Workspa
     done = run_demo("--root", str(there), "demo", env=env, cwd=tmp_path)
     assert done.returncode == 0, done.stderr + done.stdout
     assert f"Workspace: {there}" in done.stdout
-    assert Workspace.at(there).team_exists(TEAM)
+    assert Workspace.at(there).store.team_exists(TEAM)
     assert not (ws.root / ".teams").exists() and not (tmp_path / "teamd-demo").exists()
     assert_nothing_left(Workspace.at(there), started_pids(Workspace.at(there)))
     assert_pasted_back(done.stdout, there, tmp_path, env)

@@ -60,10 +60,10 @@ def test_approving_a_shutdown_writes_roster_record_and_answer_together(team: Wor
     # a second approval is refused and changes nothing
     roster.update(team, TEAM, lambda c: roster.get(c, "alice").update(desired="running",
                                                                        status="idle"))
-    before = team.config(TEAM).read_bytes()
+    before = team.store.paths.config(TEAM).read_bytes()
     with pytest.raises(BadInput, match="already approved"):
         actions.approve_shutdown(team, TEAM, "alice", rid, reason="again", pid=os.getpid())
-    assert team.config(TEAM).read_bytes() == before
+    assert team.store.paths.config(TEAM).read_bytes() == before
     assert len(inbox.peek(team, TEAM, "user")) == 1
 
 

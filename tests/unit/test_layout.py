@@ -53,8 +53,8 @@ def test_paths_follow_the_contract(tmp_path: Path) -> None:
     ws = Workspace.at(tmp_path)
     r = tmp_path
     assert ws.settings_file == r / "teamd.toml"
-    assert ws.supervisor_lock == r / ".teams" / "teamd.lock"
-    assert ws.supervisor_info == r / ".teams" / "teamd.json"
+    assert ws.store.paths.supervisor_lock == r / ".teams" / "teamd.lock"
+    assert ws.store.paths.supervisor_info == r / ".teams" / "teamd.json"
     assert ws.store.paths.config("t") == r / ".teams" / "t" / "config.json"
     assert ws.store.paths.inbox("t", "lead") == r / ".teams" / "t" / "lead_inbox.jsonl"
     assert ws.store.paths.inbox("t", "backend") == r / ".teams" / "t" / "backend_inbox.jsonl"
@@ -88,7 +88,7 @@ def test_every_path_validates_its_names(tmp_path: Path) -> None:
 @pytest.mark.parametrize("rid", ["", "../x", "a/b", "a.json", "x" * 65, "a b", "a\x00"])
 def test_request_ids_are_validated(tmp_path: Path, rid: str) -> None:
     with pytest.raises(BadInput, match="invalid request id"):
-        Workspace.at(tmp_path).request("t", rid)
+        Workspace.at(tmp_path).store.paths.request("t", rid)
 
 
 def test_root_precedence(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -29,14 +29,16 @@ def test_changes_names_the_teams_that_changed(ws: Workspace) -> None:
     assert ready.wait(10)
     next_change = lambda: seen.get(timeout=10)  # noqa: E731
 
-    def poked() -> bool:  # the watches are armed on the generator's first step
-        (ws.root / "poke").write_text("x")
+    warm = iter(range(1000))
+
+    def poked() -> bool:  # the feed is armed on the generator's first step
+        actions.create_team(ws, f"warm{next(warm)}")  # the first: .teams/ did not exist
         return not seen.empty()
 
-    wait_until(poked, 10, "the feed to see the root (no .teams/ yet)", interval=0.05)
+    wait_until(poked, 10, "the feed to see a team made in a bare root", interval=0.05)
     while not seen.empty():
         seen.get()
-    actions.create_team(ws, "shop")  # .teams/ did not exist: it was awaited in the root
+    actions.create_team(ws, "shop")
     assert "" in next_change()
     board.create(ws, "shop", "a task")
     wait_until(lambda: "shop" in next_change(), 10, "the task seen as a change of shop")

@@ -70,7 +70,7 @@ class Toolbox:
                  bash_timeout: float, plan_mode_required: bool,
                  joined_at: float | None = None,
                  waiter: Callable[[str], Json] | None = None,
-                 conf: settings_mod.Settings | None = None) -> None:
+                 conf: settings_mod.Settings | None = None, pid: int | None = None) -> None:
         if kind not in KINDS:
             raise ValueError(f"unknown member kind {kind!r}; one of: {', '.join(KINDS)}")
         self.ws = ws
@@ -98,6 +98,8 @@ class Toolbox:
         # a broken teamd.toml keeps them, never falls back to no rules and no hooks
         self.conf = conf if conf is not None else settings_mod.load(ws)
         self._use_id: str | None = None
+        #: the member process it acts for (its own, or the one a helper serves)
+        self.pid = os.getpid() if pid is None else pid
 
     def kill_running(self) -> None:
         """SIGKILL the process group of every command and hook running now, so a member

@@ -1,0 +1,113 @@
+"""A Claude Code teammate (CONTRACT §14), end to end: the real pinned CLI run by a real
+member process of a real `teamd run`, talking to the scripted server through the member's
+forwarder, beside a built-in teammate in the same team — messages both ways, a task
+assigned, done with Claude Code's own `Edit`, completed through the team tools' MCP server
+(`mcp__teamd__TaskUpdate`); every message shown to it exactly once; idle → sleep (exit 75,
+no process left) → woken by mail → the same Claude Code session resumed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from teamd import actions, board, files
+from teamd.layout import Workspace
+from teamd.scripted import ScriptedServer
+from tests.harness import (
+    TEAM,
+    asked,
+    events_of,
+    exit_codes,
+    live_pid,
+    make_team,
+    running_teamd,
+    tool_use,
+    turn_text,
+    wait_status,
+    wait_until,
+)
+
+CC = "cc"  #: the Claude Code teammate
+BI = "bi"  #: the built-in one
+#: Claude Code starts and answers in a second or two; the machine may be loaded
+SLOW = 60.0
+
+
+def team_with_claude_code(ws: Workspace, workdir: Path, claude: Path) -> None:
+    (ws.root / "teamd.toml").write_text(f'claude_code = "{claude}"\n')
+    make_team(ws, workdir, BI)
+    actions.spawn(ws, TEAM, CC, "Wait for work from the lead.", cwd=str(workdir),
+                  runtime="claude-code")
+
+
+def user_turns_with(server: ScriptedServer, agent: str, text: str) -> list[int]:
+    """In the last request of `agent`: the positions of the user turns carrying `text`
+    (shown exactly once: one position)."""
+    last = [r for r in server.requests if r["agent"] == agent][-1]
+    return [i for i, m in enumerate(last["body"]["messages"])
+            if m["role"] == "user" and text in turn_text(m)]
+
+
+def mcp(name: str, **inp: Any) -> dict[str, Any]:
+    return {"content": [tool_use(f"mcp__teamd__{name}", **inp)]}
+
+
+def test_a_claude_code_teammate_works_beside_a_built_in_one(
+        ws: Workspace, server: ScriptedServer, workdir: Path, claude: Path) -> None:
+    target = workdir / "greeting.txt"
+    target.write_text("hello old world\n")
+    for rule in (
+        # lead → cc → bi (through the MCP server) → cc
+        {"agent": CC, "contains": "PING-cc1", "reply": mcp(
+            "SendMessage", recipient=BI, content="HELLO-bi2")},
+        {"agent": BI, "contains": "HELLO-bi2", "reply": {"content": [tool_use(
+            "SendMessage", recipient=CC, content="BACK-cc3")]}},
+        {"agent": CC, "contains": "BACK-cc3", "reply": {"content": "got it"}},
+        # a task assigned: Read, Edit (Claude Code's own), then TaskUpdate (the team's)
+        {"agent": CC, "contains": "<auto-claimed>Task #1: fix the greeting",
+         "reply": {"content": [tool_use("Read", file_path=str(target))]}},
+        {"agent": CC, "tool_result": "Read", "reply": {"content": [tool_use(
+            "Edit", file_path=str(target), old_string="old", new_string="new")]}},
+        {"agent": CC, "tool_result": "Edit", "reply": mcp(
+            "TaskUpdate", task_id=1, status="completed")},
+        {"agent": CC, "tool_result": "mcp__teamd__TaskUpdate",
+         "reply": {"content": "task done"}},
+    ):
+        server.add_rule(rule)
+    team_with_claude_code(ws, workdir, claude)
+    with running_teamd(ws, server.url):
+        wait_status(ws, CC, "idle", SLOW)
+        wait_status(ws, BI, "idle")
+        actions.send(ws, TEAM, CC, "PING-cc1 say hello to bi")
+        server.wait_for(asked("BACK-cc3", CC), SLOW)
+        wait_status(ws, CC, "idle", SLOW)
+        board.create(ws, TEAM, "fix the greeting", owner=CC)
+        wait_until(lambda: board.get(ws, TEAM, 1)["status"] == "completed", SLOW,
+                   "task 1 completed by cc")
+        wait_status(ws, CC, "idle", SLOW)
+        assert target.read_text() == "hello new world\n"
+        # each message and the task reached Claude Code once, in its section 6 form
+        for text in ("PING-cc1", "BACK-cc3", "<auto-claimed>Task #1"):
+            assert len(user_turns_with(server, CC, text)) == 1, text
+        assert ('<teammate-message sender="bi" type="message">BACK-cc3'
+                "</teammate-message>") in turn_text(
+            [r for r in server.requests if r["agent"] == CC][-1]["body"]["messages"][
+                user_turns_with(server, CC, "BACK-cc3")[0]])
+        # the team tools acted as cc: its message, its tool_call events
+        calls = {(e["tool"], e["ok"]) for e in events_of(ws, CC, "tool_call")}
+        assert {("SendMessage", True), ("TaskUpdate", True)} <= calls
+        # the forwarder counted cc's calls like any member's
+        assert events_of(ws, CC, "model_call")
+        # the conversation is mirrored into its session (attach, transcript)
+        session = files.read_jsonl(ws.session(TEAM, CC)).records
+        said = [b.get("text") for r in session if r["type"] == "assistant"
+                for b in r["content"]]
+        assert "task done" in said and "got it" in said
+        pid = live_pid(ws, TEAM, CC)
+        assert pid is not None
+        cli = [p for p in psutil.Process(pid).children(recursive=True)
+               if "claude" in " ".join(p.cmdline())]
+        assert cli, "Claude Code runs as the member's child"
+    assert exit_codes(ws, CC)  # the member left with teamd

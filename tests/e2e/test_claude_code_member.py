@@ -43,11 +43,13 @@ def team_with_claude_code(ws: Workspace, workdir: Path, claude: Path) -> None:
 
 
 def user_turns_with(server: ScriptedServer, agent: str, text: str) -> list[int]:
-    """In the last request of `agent`: the positions of the user turns carrying `text`
-    (shown exactly once: one position)."""
+    """In the last request of `agent`: the positions of the input turns carrying `text`
+    (shown exactly once: one position). Input given while Claude Code works comes as a
+    `system` turn after the next tool result ("The user sent a new message while you
+    were working: …")."""
     last = [r for r in server.requests if r["agent"] == agent][-1]
     return [i for i, m in enumerate(last["body"]["messages"])
-            if m["role"] == "user" and text in turn_text(m)]
+            if m["role"] in ("user", "system") and text in turn_text(m)]
 
 
 def mcp(name: str, **inp: Any) -> dict[str, Any]:
@@ -111,3 +113,77 @@ def test_a_claude_code_teammate_works_beside_a_built_in_one(
                if "claude" in " ".join(p.cmdline())]
         assert cli, "Claude Code runs as the member's child"
     assert exit_codes(ws, CC)  # the member left with teamd
+
+
+def claude_of(ws: Workspace, name: str) -> psutil.Process:
+    """The Claude Code CLI a live member runs (its child)."""
+    def find() -> list[psutil.Process]:
+        pid = live_pid(ws, TEAM, name)
+        if pid is None:
+            return []
+        try:
+            return [p for p in psutil.Process(pid).children()
+                    if "--input-format" in p.cmdline()]
+        except psutil.Error:
+            return []
+    return wait_until(find, SLOW, f"{name}'s Claude Code")[0]
+
+
+def lines_of(path: Path) -> list[str]:
+    return path.read_text().splitlines() if path.exists() else []
+
+
+def test_kills_mid_turn_lose_no_message_and_run_no_tool_twice(
+        ws: Workspace, server: ScriptedServer, workdir: Path, claude: Path) -> None:
+    log = workdir / "calls.log"
+
+    def bash(tag: str, seconds: int) -> dict[str, Any]:
+        return {"content": [tool_use("Bash", command=f"echo {tag} >> {log}; sleep {seconds}",
+                                     description=tag)]}
+
+    for rule in (
+        {"agent": CC, "contains": "WORK-1", "reply": bash("work1", 3)},
+        {"agent": CC, "tool_result": "Bash", "reply": {"content": "bash done"}},
+        {"agent": CC, "contains": "CRASH-3", "reply": bash("crash3", 120)},
+        {"agent": CC, "contains": "CRASH-4", "reply": bash("crash4", 120)},
+        {"agent": CC, "contains": "cut short by a restart", "reply": {"content": "resumed"}},
+    ):
+        server.add_rule(rule)
+    team_with_claude_code(ws, workdir, claude)
+    with running_teamd(ws, server.url, backoff_initial=0.2):
+        wait_status(ws, CC, "idle", SLOW)
+        # a message landing while Claude Code works reaches it after its next tool call,
+        # with that call's result, not at the end of the turn
+        actions.send(ws, TEAM, CC, "WORK-1 run the command")
+        wait_until(lambda: "work1" in lines_of(log), SLOW, "the first Bash call to run")
+        actions.send(ws, TEAM, CC, "MID-2 while you work")
+        with_result = server.wait_for(lambda r: r["agent"] == CC and "MID-2" in turn_text(
+            r["body"]["messages"][-1]), SLOW)["body"]["messages"]
+        assert with_result[-1]["role"] == "system"  # Claude Code's way of saying it
+        assert [b["type"] for b in with_result[-2]["content"]] == ["tool_result"]
+        wait_status(ws, CC, "idle", SLOW)
+        # kill -9 of Claude Code mid-turn: the member crashes, is restarted, resumes
+        actions.send(ws, TEAM, CC, "CRASH-3 a long one")
+        wait_until(lambda: "crash3" in lines_of(log), SLOW, "the second Bash call to run")
+        first = claude_of(ws, CC)
+        first.kill()
+        server.wait_for(asked("cut short by a restart", CC), SLOW)
+        wait_status(ws, CC, "idle", SLOW)
+        # kill -9 of the member mid-turn: its Claude Code goes with it
+        actions.send(ws, TEAM, CC, "CRASH-4 another long one")
+        wait_until(lambda: "crash4" in lines_of(log), SLOW, "the third Bash call to run")
+        second, pid = claude_of(ws, CC), live_pid(ws, TEAM, CC)
+        assert pid is not None
+        actions.send(ws, TEAM, CC, "LATE-5 sent as it dies")
+        psutil.Process(pid).kill()
+        wait_until(lambda: not second.is_running() or second.status() == "zombie", SLOW,
+                   "Claude Code to die with its member")
+        wait_until(lambda: len(user_turns_with(server, CC, "cut short by a restart")) == 2,
+                   SLOW, "the second resume")
+        server.wait_for(lambda r: r["agent"] == CC and "LATE-5" in str(r["body"]), SLOW)
+        wait_status(ws, CC, "idle", SLOW)
+        # every message in exactly one user turn of the conversation; no call run twice
+        for text in ("WORK-1", "MID-2", "CRASH-3", "CRASH-4", "LATE-5"):
+            assert len(user_turns_with(server, CC, text)) == 1, text
+        assert sorted(lines_of(log)) == ["crash3", "crash4", "work1"]
+        assert [c for c, _ in exit_codes(ws, CC)][:2] != [0, 0]  # two crashes, no shutdown

@@ -17,7 +17,10 @@ protocol, status); this runtime starts the forwarder (`teamd.agent.forwarder`) a
 Its session id is chosen by the member and recorded (`claude_session`) before the CLI first
 starts, so a restarted member resumes it (`--resume`). After a crash of either process, the
 input Claude Code took in is read from its own transcript (`transcript`): only the rest is
-given again. A CLI that dies on its own is a crash of the member; the CLI dies with it.
+given again. A turn the crash cut short (input taken in, no `result` mirrored after it) is
+resumed by a user turn saying so, naming the tool calls that were running: Claude Code
+never runs them again by itself, and the note tells the model they were not re-run. A CLI
+that dies on its own is a crash of the member; the CLI dies with it.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ from typing import TYPE_CHECKING
 from teamd.agent.claude_code import claude_dir, process, transcript
 from teamd.agent.forwarder import Forwarder
 from teamd.agent.runtime import GOES_ON, TurnOutcome
-from teamd.agent.session import render_message
+from teamd.agent.session import INTERRUPTED, render_message
 from teamd.files import Json
 from teamd.states import Status
 
@@ -43,6 +46,8 @@ log = logging.getLogger(__name__)
 POLL = 0.25
 #: the session record of the Claude Code session id
 SESSION_RECORD = "claude_session"
+#: the session record of the end of one of its turns (its `result` event)
+RESULT_RECORD = "claude_result"
 #: the exit code of a member whose Claude Code died on its own (a crash)
 EXIT_CRASH = 1
 
@@ -87,6 +92,9 @@ class ClaudeCodeRuntime:
         missing = set(transcript.not_taken(
             [text for _, text in inputs], transcript.taken_in(self.home, self.session_id)))
         self.given = {index for n, (index, _) in enumerate(inputs) if n not in missing}
+        note = self.cut_turn()
+        if note is not None:  # recorded, so given exactly once like any input
+            m.session.append({"type": "user", "content": [{"type": "text", "text": note}]})
         self.forwarder = Forwarder(m).start()
         argv = process.command(
             m.conf.claude_code, model=m.model_name, effort=m.effort or m.conf.effort,
@@ -141,6 +149,23 @@ class ClaudeCodeRuntime:
                 found.append((index, text))
         return found
 
+    def cut_turn(self) -> str | None:
+        """The note resuming a turn the last process left cut short, or None: input was
+        taken in and no `result` came after it."""
+        records = self.m.session.records
+        if not self.given:
+            return None
+        last = max(self.given)
+        after = records[last + 1:]
+        if any(r["type"] == RESULT_RECORD for r in after):
+            return None
+        done = {r["block"].get("tool_use_id") for r in after if r["type"] == "tool_result"}
+        cut = [b.get("name", "?") for r in after if r["type"] == "assistant"
+               for b in r["content"] if b.get("type") == "tool_use" and b.get("id") not in done]
+        calls = f" Its tool calls then running ({', '.join(cut)}) were {INTERRUPTED}." \
+            if cut else ""
+        return f"Your last turn was cut short by a restart.{calls} Go on from where you were."
+
     def unsent(self) -> list[tuple[int, str]]:
         return [(i, text) for i, text in self.inputs() if i not in self.given]
 
@@ -159,6 +184,8 @@ class ClaudeCodeRuntime:
                     self.m.session.append({"type": "tool_result", "mirrored": True,
                                            "block": block})
         elif kind == "result":
+            self.m.session.append({"type": RESULT_RECORD, "subtype": event.get("subtype"),
+                                   "is_error": bool(event.get("is_error"))})
             # a turn written after its last tool call is still queued: another turn follows
             taken = transcript.taken_in(self.home, self.session_id)
             given = [text for index, text in self.inputs() if index in self.given]

@@ -13,6 +13,7 @@ from typing import Any
 import psutil
 
 from teamd import actions, board, files
+from teamd.agent.claude_code import claude_dir, transcript
 from teamd.layout import Workspace
 from teamd.scripted import ScriptedServer
 from tests.harness import (
@@ -20,8 +21,10 @@ from tests.harness import (
     asked,
     events_of,
     exit_codes,
+    lead_inbox,
     live_pid,
     make_team,
+    procs_with,
     running_teamd,
     tool_use,
     turn_text,
@@ -187,3 +190,35 @@ def test_kills_mid_turn_lose_no_message_and_run_no_tool_twice(
             assert len(user_turns_with(server, CC, text)) == 1, text
         assert sorted(lines_of(log)) == ["crash3", "crash4", "work1"]
         assert [c for c, _ in exit_codes(ws, CC)][:2] != [0, 0]  # two crashes, no shutdown
+
+
+def test_idle_sleeps_with_nothing_left_and_mail_resumes_the_session(
+        ws: Workspace, server: ScriptedServer, workdir: Path, claude: Path) -> None:
+    server.add_rule({"agent": CC, "contains": "FIRST-1", "reply": {"content": "noted one"}})
+    server.add_rule({"agent": CC, "contains": "AGAIN-2", "reply": {"content": "noted two"}})
+    team_with_claude_code(ws, workdir, claude)
+    with running_teamd(ws, server.url, idle_timeout=3):
+        claude_of(ws, CC)
+        actions.send(ws, TEAM, CC, "FIRST-1 remember this")
+        server.wait_for(asked("FIRST-1", CC), SLOW)
+        # the turn ended: idle, and the lead hears of it
+        wait_until(lambda: [m for m in lead_inbox(ws) if m["type"] == "idle_notification"
+                            and m["sender"] == CC], SLOW, "cc's idle_notification")
+        # idle_timeout: Claude Code stopped, the member sleeps (exit 75), nothing is left
+        wait_status(ws, CC, "sleeping", SLOW)
+        assert 75 in [code for code, _ in exit_codes(ws, CC)]
+        session_ids = [r["id"] for r in files.read_jsonl(ws.session(TEAM, CC)).records
+                       if r["type"] == "claude_session"]
+        assert len(session_ids) == 1
+        assert procs_with(session_ids[0]) == []
+        # woken by mail: the same Claude Code session, resumed
+        actions.send(ws, TEAM, CC, "AGAIN-2 and this")
+        woken = server.wait_for(asked("AGAIN-2", CC), SLOW)
+        assert "FIRST-1" in str(woken["body"]["messages"])  # the conversation goes on
+        for text in ("FIRST-1", "AGAIN-2"):
+            assert len(user_turns_with(server, CC, text)) == 1, text
+        # in the same Claude Code session: its own transcript holds both turns
+        kept = transcript.path(claude_dir(ws, TEAM, CC), session_ids[0])
+        assert kept is not None
+        wait_until(lambda: "AGAIN-2" in kept.read_text(), SLOW, "the turn in its transcript")
+        assert len(list(kept.parent.glob("*.jsonl"))) == 1

@@ -31,6 +31,7 @@ from tests.harness import (
     wait_status,
     wait_until,
 )
+from tests.helpers_proc import teamctl_text
 
 CC = "cc"  #: the Claude Code teammate
 BI = "bi"  #: the built-in one
@@ -105,11 +106,17 @@ def test_a_claude_code_teammate_works_beside_a_built_in_one(
         assert {("SendMessage", True), ("TaskUpdate", True)} <= calls
         # the forwarder counted cc's calls like any member's
         assert events_of(ws, CC, "model_call")
-        # the conversation is mirrored into its session (attach, transcript)
-        session = files.read_jsonl(ws.session(TEAM, CC)).records
-        said = [b.get("text") for r in session if r["type"] == "assistant"
-                for b in r["content"]]
-        assert "task done" in said and "got it" in said
+        # the conversation is mirrored into its session: `transcript` shows it
+        shown = teamctl_text(ws, "transcript", TEAM, CC)
+        assert shown.returncode == 0, shown.stderr
+        for said in ("got it", "mcp__teamd__SendMessage", "Edit", "task done",
+                     "BACK-cc3"):
+            assert said in shown.stdout, said
+        # `status` says which agent each member runs
+        table = teamctl_text(ws, "status").stdout.splitlines()
+        assert "RUNTIME" in next(line for line in table if line.startswith("NAME "))
+        assert [line.split()[1] for line in table if line.split()[:1] in ([CC], [BI])] == [
+            "teamd", "claude-code"]
         pid = live_pid(ws, TEAM, CC)
         assert pid is not None
         cli = [p for p in psutil.Process(pid).children(recursive=True)

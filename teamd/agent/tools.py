@@ -159,6 +159,16 @@ class Toolbox:
             raise ToolError(f"unknown tool {name!r}; available: {', '.join(sorted(self.names))}")
         if name not in self.names:
             raise ToolError(f"{name} is not available to a {self.kind}")
+        args = self.admit(name, tool_input)
+        return HANDLERS[name](self, **args)
+
+    def admit(self, name: str, tool_input: Any, tool_use_id: str | None = None) -> Json:
+        """Everything a call passes before it runs (CONTRACT §11): its schema, the plan
+        gate, what no rule opens, the rules (an ask waits for its answer), `pre_tool_use`;
+        its checked input, or ToolError / Blocked. Claude Code's own tools pass it too
+        (`teamd.agent.claude_code.pretool`)."""
+        if tool_use_id is not None:
+            self._use_id = tool_use_id
         args = validate_input(name, tool_input)
         if name in GATED:
             self._check_plan_gate()
@@ -172,7 +182,7 @@ class Toolbox:
                     self.ws, self.team, approved, "ran", when_status="approved")["changed"]:
                 # it ran before a restart (ran is set just before running): never twice
                 raise ToolError(INTERRUPTED)
-        return HANDLERS[name](self, **args)
+        return args
 
     # -- permissions and hooks (CONTRACT §11) ----------------------------------------------
     def _permit(self, name: str, args: dict[str, Any]) -> str | None:

@@ -12,7 +12,7 @@ from typing import Any
 
 import psutil
 
-from teamd import actions, board, files
+from teamd import actions, board, files, requests
 from teamd.agent.claude_code import claude_dir, transcript
 from teamd.layout import Workspace
 from teamd.scripted import ScriptedServer
@@ -229,3 +229,37 @@ def test_idle_sleeps_with_nothing_left_and_mail_resumes_the_session(
         assert kept is not None
         wait_until(lambda: "AGAIN-2" in kept.read_text(), SLOW, "the turn in its transcript")
         assert len(list(kept.parent.glob("*.jsonl"))) == 1
+
+
+def test_rules_hold_over_claude_codes_own_tools(
+        ws: Workspace, server: ScriptedServer, workdir: Path, claude: Path) -> None:
+    keep, secret = workdir / "keep.txt", workdir / "secret.txt"
+    keep.write_text("keep me\n")
+    for rule in (
+        {"agent": CC, "contains": "RULES-1", "reply": {"content": [tool_use(
+            "Bash", command=f"rm {keep.name}", description="remove")]}},
+        {"agent": CC, "tool_result": "Bash", "reply": {"content": [tool_use(
+            "Write", file_path=str(secret), content="s3cret\n")]}},
+        {"agent": CC, "tool_result": "Write", "reply": {"content": "rules done"}},
+    ):
+        server.add_rule(rule)
+    team_with_claude_code(ws, workdir, claude)
+    with ws.settings_file.open("a") as toml:
+        toml.write('[permissions]\ndeny = ["bash(rm *)"]\nask = ["write_file(secret*)"]\n')
+    with running_teamd(ws, server.url):
+        actions.send(ws, TEAM, CC, "RULES-1 tidy up")
+        # deny: the call never ran, and Claude Code was told why as the tool's error
+        refused = server.wait_for(lambda r: r["agent"] == CC and "Bash" in str(
+            r["body"]["messages"][-2:]) and 'denied by rule "bash(rm *)"' in str(
+            r["body"]["messages"][-2:]), SLOW)
+        assert refused is not None and keep.exists()
+        assert [(e["tool"], e["rule"]) for e in events_of(ws, CC, "tool_denied")] == [
+            ("bash", "bash(rm *)")]
+        # ask: the lead is asked, the call waits for the answer, then runs
+        ask = wait_until(lambda: [m for m in lead_inbox(ws)
+                                  if m["type"] == "permission_request"], SLOW, "the ask")[0]
+        assert (ask["sender"], ask["rule"]) == (CC, "write_file(secret*)")
+        assert not secret.exists()
+        requests.answer(ws, TEAM, ask["request_id"], True)
+        server.wait_for(lambda r: r["agent"] == CC and r["rule"] == 2, SLOW)  # after Write
+        assert secret.read_text() == "s3cret\n"

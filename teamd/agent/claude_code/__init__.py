@@ -5,7 +5,8 @@ headless, driven over stream-json.
 - `process`: the CLI's process (its command, environment and state folder), its events;
 - `transcript`: what Claude Code's own transcript says it took in (exactly-once delivery
   across a crash of either process);
-- `mcp_server`: the team tools of section 8 as the MCP server `teamd`, acting as the member.
+- `mcp_server`: the team tools of section 8 as the MCP server `teamd`, acting as the member;
+- `pretool`: the PreToolUse hook that puts Claude Code's own tools through section 11.
 
 `claude_dir` is the one place that says where a member's Claude Code state lives.
 """

@@ -32,7 +32,7 @@ from teamd.pgroup import kill_group
 
 log = logging.getLogger(__name__)
 
-#: Claude Code's own tools a member may use (section 11's rules over them: not yet)
+#: Claude Code's own tools a member may use (each call first passes section 11: `pretool`)
 OWN_TOOLS = ("Bash", "Read", "Edit", "Write", "MultiEdit", "NotebookEdit", "Glob", "Grep")
 #: the MCP server's name: its tools reach the model as mcp__teamd__{tool}
 MCP_NAME = "teamd"
@@ -50,11 +50,12 @@ def mcp_config(root: Path, team: str, name: str) -> str:
 
 
 def command(program: str, *, model: str, effort: str, system: str, session_id: str,
-            resume: bool, mcp: str) -> list[str]:
-    """The CLI's argument vector."""
+            resume: bool, mcp: str, settings: str) -> list[str]:
+    """The CLI's argument vector (`settings`: the PreToolUse hook, `pretool`)."""
     argv = [program, "-p", "--verbose", "--input-format", "stream-json",
             "--output-format", "stream-json", "--model", model,
             "--append-system-prompt", system, "--mcp-config", mcp, "--strict-mcp-config",
+            "--settings", settings,
             "--allowedTools", ",".join((*OWN_TOOLS, f"mcp__{MCP_NAME}"))]
     if effort:
         argv += ["--effort", effort]

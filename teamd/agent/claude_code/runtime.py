@@ -26,11 +26,12 @@ that dies on its own is a crash of the member; the CLI dies with it.
 from __future__ import annotations
 
 import logging
+import os
 import queue
 import uuid
 from typing import TYPE_CHECKING
 
-from teamd.agent.claude_code import claude_dir, process, transcript
+from teamd.agent.claude_code import claude_dir, pretool, process, transcript
 from teamd.agent.forwarder import Forwarder
 from teamd.agent.runtime import GOES_ON, TurnOutcome
 from teamd.agent.session import INTERRUPTED, render_message
@@ -99,7 +100,8 @@ class ClaudeCodeRuntime:
         argv = process.command(
             m.conf.claude_code, model=m.model_name, effort=m.effort or m.conf.effort,
             system=m.system, session_id=self.session_id, resume=resume,
-            mcp=process.mcp_config(m.ws.root, m.team, m.name))
+            mcp=process.mcp_config(m.ws.root, m.team, m.name),
+            settings=pretool.settings_json(m.ws.root, m.team, m.name, os.getpid()))
         self.cli = process.ClaudeProcess(argv, m.cwd, process.environment(
             self.home, self.forwarder.url, self.forwarder.stand_in))
         log.info("claude code %d started (%s session %s)", self.cli.pid,

@@ -122,7 +122,9 @@ def test_a_claude_code_teammate_works_beside_a_built_in_one(
         cli = [p for p in psutil.Process(pid).children(recursive=True)
                if "claude" in " ".join(p.cmdline())]
         assert cli, "Claude Code runs as the member's child"
-    assert exit_codes(ws, CC)  # the member left with teamd
+    assert exit_codes(ws, CC)  # the member left with teamd, and its Claude Code with it
+    wait_until(lambda: all(not p.is_running() or p.status() == psutil.STATUS_ZOMBIE
+                           for p in cli), SLOW, "no Claude Code left")
 
 
 def claude_of(ws: Workspace, name: str) -> psutil.Process:

@@ -52,7 +52,7 @@ def mcp_config(root: Path, team: str, name: str) -> str:
 def command(program: str, *, model: str, effort: str, system: str, session_id: str,
             resume: bool, mcp: str, settings: str) -> list[str]:
     """The CLI's argument vector (`settings`: the PreToolUse hook, `pretool`)."""
-    argv = [program, "-p", "--verbose", "--input-format", "stream-json",
+    argv = [os.path.expanduser(program), "-p", "--verbose", "--input-format", "stream-json",
             "--output-format", "stream-json", "--model", model,
             "--append-system-prompt", system, "--mcp-config", mcp, "--strict-mcp-config",
             "--settings", settings,
@@ -83,7 +83,7 @@ class ClaudeProcess:
         parent = os.getpid()
         self.popen = subprocess.Popen(
             argv, cwd=cwd, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL, start_new_session=True, close_fds=True,
+            stderr=None, start_new_session=True, close_fds=True,  # its errors: the log
             preexec_fn=lambda: proc.die_with_parent(signal.SIGKILL, parent))
         self.events: queue.Queue[Json | None] = queue.Queue()
         assert self.popen.stdout is not None

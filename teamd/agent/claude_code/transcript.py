@@ -6,14 +6,23 @@ Claude Code (2.1.x) writes its session to `{HOME}/.claude/projects/{cwd, escaped
 before it sends anything to the model. A user turn it took in is there as a `user` entry
 whose content is the turn's text; a turn written to it while it worked is absorbed after its
 next tool call (measured on 2.1.332: one result for the whole turn), and is there as an
-`attachment` of type `queued_command` with the turn's text as its `prompt`. A turn it only
+`attachment` of type `queued_command` with the turn's text as its `prompt` (and, written
+just before, a `queue-operation` `remove` with reason `absorbed_mid_turn` and the text as
+its `content`: either counts, once). A turn it only
 queued (an `enqueue` and nothing after) was never seen by the model: it is given again.
+
+Claude Code writes its transcript a little after it acts: a turn's `user` entry may land
+after the request carrying it was sent, while the `dequeue` that took the turn off its
+queue is already written. Turns are dequeued in the order they were written to it, so a
+`dequeue` with no `user` entry yet stands for the earliest given turn not accounted for:
+it was taken in, and is not given again.
 """
 
 from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -36,38 +45,64 @@ def _text(content: Any) -> str | None:
     return None
 
 
-def taken_in(home: Path, session_id: str) -> Counter[str]:
-    """The texts of the user turns Claude Code took in, each as often as it took it in (a
-    torn or bad line is skipped)."""
+@dataclass
+class Taken:
+    """What a transcript says was taken in: the texts of its `user` turns (`turns`) and of
+    turns absorbed mid-turn (`absorbed`), in order, and how many turns were dequeued."""
+
+    turns: list[str] = field(default_factory=list)
+    absorbed: Counter[str] = field(default_factory=Counter)
+    dequeued: int = 0
+
+
+def taken_in(home: Path, session_id: str) -> Taken:
+    """What Claude Code's transcript of `session_id` says it took in (a torn or bad line
+    is skipped; no transcript: nothing)."""
     where = path(home, session_id)
+    taken = Taken()
     if where is None:
-        return Counter()
+        return taken
     try:
         data = where.read_bytes()
     except FileNotFoundError:
-        return Counter()
-    seen: Counter[str] = Counter()
+        return taken
+    attached: Counter[str] = Counter()
+    removed: Counter[str] = Counter()
     for entry in files.parse_lines(data).records:
-        text = None
-        if entry.get("type") == "user" and isinstance(entry.get("message"), dict):
+        kind = entry.get("type")
+        if kind == "user" and isinstance(entry.get("message"), dict):
             text = _text(entry["message"].get("content"))
-        elif entry.get("type") == "attachment" and isinstance(entry.get("attachment"), dict):
+            if text is not None:
+                taken.turns.append(text)
+        elif kind == "attachment" and isinstance(entry.get("attachment"), dict):
             attachment = entry["attachment"]
             if attachment.get("type") == "queued_command":
                 text = _text(attachment.get("prompt"))
-        if text is not None:
-            seen[text] += 1
-    return seen
+                if text is not None:
+                    attached[text] += 1
+        elif kind == "queue-operation" and entry.get("operation") == "dequeue":
+            taken.dequeued += 1
+        elif kind == "queue-operation" and entry.get("operation") == "remove" and \
+                entry.get("reason") == "absorbed_mid_turn":
+            text = _text(entry.get("content"))
+            if text is not None:
+                removed[text] += 1
+    taken.absorbed = attached | removed  # the same turn, said twice: counted once
+    return taken
 
 
-def not_taken(texts: Iterable[str], seen: Counter[str]) -> list[int]:
-    """The positions in `texts` (recorded turns, in order) that `seen` does not account
-    for: each text taken in counts once, for the first recorded turn that says it."""
-    left = Counter(seen)
+def not_taken(texts: Iterable[str], taken: Taken) -> list[int]:
+    """The positions in `texts` (the turns given, in order) that `taken` does not account
+    for: each text taken in counts once, for the first turn that says it; then a dequeue
+    not yet followed by its `user` entry accounts for the earliest turn left."""
+    given = list(texts)
+    left = Counter(taken.turns) + taken.absorbed
     missing = []
-    for i, text in enumerate(texts):
+    for i, text in enumerate(given):
         if left[text] > 0:
             left[text] -= 1
         else:
             missing.append(i)
-    return missing
+    ours = set(given)
+    unrecorded = max(0, taken.dequeued - sum(1 for t in taken.turns if t in ours))
+    return missing[unrecorded:]

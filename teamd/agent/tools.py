@@ -57,6 +57,23 @@ def _one_line(text: str) -> str:
     return re.sub(r"\s*\n\s*", " ", text).strip() or "failed"
 
 
+def journal_call(ws: Workspace, team: str, member: str, name: str, tool_input: Any,
+                 result: ToolResult, ms: int) -> None:
+    """The `tool_call` event of a call that ran (its input cut short and redacted, the
+    reason of a failure), whichever agent ran it."""
+    try:
+        if not ws.team_dir(team).is_dir():
+            # The team was just deleted (TeamDelete of one's own team): journalling now
+            # would recreate its folder, since the lock file's parents get created.
+            return
+        shown = json.loads(_redact(json.dumps(short(tool_input), default=str)))
+        why = {"error": _one_line(result.content)[:ERROR_SHOWN]} if result.is_error else {}
+        events.emit(ws, team, "tool_call", member=member, tool=str(name)[:INPUT_SHOWN],
+                    input=shown, ok=not result.is_error, ms=ms, **why)
+    except Exception:  # the journal is history, not control: never fail a tool over it
+        log.warning("could not journal tool_call %s", name, exc_info=True)
+
+
 class Toolbox:
     """Runs the tools of one member (`member` of `team`, of `kind`) against the workspace.
 
@@ -140,18 +157,7 @@ class Toolbox:
             result = ToolResult(_one_line(text), is_error=True)
         result = replace(result, content=_redact(result.content))
         ms = int((time.monotonic() - started) * 1000)
-        try:
-            if not self.ws.team_dir(self.team).is_dir():
-                # The team was just deleted (TeamDelete of one's own team): journalling now
-                # would recreate its folder, since the lock file's parents get created.
-                return result
-            shown = json.loads(_redact(json.dumps(short(tool_input), default=str)))
-            why = {"error": _one_line(result.content)[:ERROR_SHOWN]} if result.is_error else {}
-            events.emit(self.ws, self.team, "tool_call", member=self.member,
-                        tool=str(name)[:INPUT_SHOWN], input=shown, ok=not result.is_error,
-                        ms=ms, **why)
-        except Exception:  # the journal is history, not control: never fail a tool over it
-            log.warning("could not journal tool_call %s", name, exc_info=True)
+        journal_call(self.ws, self.team, self.member, name, tool_input, result, ms)
         return result
 
     def _dispatch(self, name: str, tool_input: Any) -> ToolResult:

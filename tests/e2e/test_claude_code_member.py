@@ -101,9 +101,11 @@ def test_a_claude_code_teammate_works_beside_a_built_in_one(
                 "</teammate-message>") in turn_text(
             [r for r in server.requests if r["agent"] == CC][-1]["body"]["messages"][
                 user_turns_with(server, CC, "BACK-cc3")[0]])
-        # the team tools acted as cc: its message, its tool_call events
-        calls = {(e["tool"], e["ok"]) for e in events_of(ws, CC, "tool_call")}
-        assert {("SendMessage", True), ("TaskUpdate", True)} <= calls
+        # each call journaled once as cc's: the team tools' (by the MCP server, acting as
+        # cc) and Claude Code's own (by the member, from what Claude Code said)
+        calls = [(e["tool"], e["ok"]) for e in events_of(ws, CC, "tool_call")]
+        assert sorted(calls) == [("Edit", True), ("Read", True), ("SendMessage", True),
+                                 ("TaskUpdate", True)]
         # the forwarder counted cc's calls like any member's
         assert events_of(ws, CC, "model_call")
         # the conversation is mirrored into its session: `transcript` shows it

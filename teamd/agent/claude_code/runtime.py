@@ -11,7 +11,8 @@ protocol, status); this runtime starts the forwarder (`teamd.agent.forwarder`) a
   a turn is absorbed after its next tool call (Claude Code 2.1.332, measured): a message
   never waits for the end of a long turn;
 - mirrors what Claude Code says (its replies, tool calls and results) into the session, so
-  `attach` and `transcript` show the conversation as for any member;
+  `attach` and `transcript` show the conversation as for any member, and journals each of
+  its own tool calls as a `tool_call` event;
 - ends the turn at Claude Code's `result` once everything given is taken in.
 
 Its session id is chosen by the member and recorded (`claude_session`) before the CLI first
@@ -25,16 +26,20 @@ that dies on its own is a crash of the member; the CLI dies with it.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import queue
+import time
 import uuid
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from teamd.agent.claude_code import claude_dir, pretool, process, transcript
 from teamd.agent.forwarder import Forwarder
 from teamd.agent.runtime import GOES_ON, TurnOutcome
 from teamd.agent.session import INTERRUPTED, render_message
+from teamd.agent.tool_handlers import ToolResult
+from teamd.agent.tools import journal_call
 from teamd.files import Json
 from teamd.states import Status
 
@@ -77,6 +82,8 @@ class ClaudeCodeRuntime:
         self.session_id = ""
         self.given: set[int] = set()
         self.busy = False
+        #: Claude Code's own tool calls under way: id → (name, input, when seen)
+        self.calls: dict[str, tuple[str, Any, float]] = {}
 
     # -- the Runtime interface -----------------------------------------------------------
     def start(self) -> int | None:
@@ -168,6 +175,19 @@ class ClaudeCodeRuntime:
             if cut else ""
         return f"Your last turn was cut short by a restart.{calls} Go on from where you were."
 
+    def journal(self, result: Json) -> None:
+        """A `tool_call` event for one of Claude Code's own calls that ended (the team
+        tools journal their own, in the MCP server)."""
+        call = self.calls.pop(str(result.get("tool_use_id")), None)
+        if call is None or call[0].startswith(f"mcp__{process.MCP_NAME}__"):
+            return
+        name, given, seen = call
+        content = result.get("content")
+        text = content if isinstance(content, str) else json.dumps(content)
+        journal_call(self.m.ws, self.m.team, self.m.name, name, given,
+                     ToolResult(text, is_error=bool(result.get("is_error"))),
+                     int((time.monotonic() - seen) * 1000))
+
     def unsent(self) -> list[tuple[int, str]]:
         return [(i, text) for i, text in self.inputs() if i not in self.given]
 
@@ -176,15 +196,21 @@ class ClaudeCodeRuntime:
         end of a turn."""
         kind, message = event.get("type"), event.get("message")
         if kind == "assistant" and isinstance(message, dict):
+            content = message.get("content") or []
             self.m.session.append({"type": "assistant", "mirrored": True,
-                                   "content": message.get("content") or [],
+                                   "content": content,
                                    "stop_reason": message.get("stop_reason")})
+            for block in content:
+                if isinstance(block, dict) and block.get("type") == "tool_use":
+                    self.calls[str(block.get("id"))] = (
+                        str(block.get("name")), block.get("input"), time.monotonic())
         elif kind == "user" and isinstance(message, dict) and isinstance(
                 message.get("content"), list):
             for block in message["content"]:
                 if isinstance(block, dict) and block.get("type") == "tool_result":
                     self.m.session.append({"type": "tool_result", "mirrored": True,
                                            "block": block})
+                    self.journal(block)
         elif kind == "result":
             self.m.session.append({"type": RESULT_RECORD, "subtype": event.get("subtype"),
                                    "is_error": bool(event.get("is_error"))})

@@ -267,3 +267,34 @@ def test_rules_hold_over_claude_codes_own_tools(
         requests.answer(ws, TEAM, ask["request_id"], True)
         server.wait_for(lambda r: r["agent"] == CC and r["rule"] == 2, SLOW)  # after Write
         assert secret.read_text() == "s3cret\n"
+
+
+def test_a_shutdown_asked_mid_turn_reaches_it_and_the_member_leaves(
+        ws: Workspace, server: ScriptedServer, workdir: Path, claude: Path) -> None:
+    mark = workdir / "started"
+    server.add_rule({"agent": CC, "contains": "LONG-1", "reply": {"content": [tool_use(
+        "Bash", command=f"touch {mark}; sleep 2", description="work")]}})
+    server.add_rule({"agent": CC, "tool_result": "Bash",
+                     "reply": {"content": "Carrying on with my work."}})
+    team_with_claude_code(ws, workdir, claude)
+    with running_teamd(ws, server.url):
+        wait_status(ws, CC, "idle", SLOW)
+        actions.send(ws, TEAM, CC, "LONG-1 work a while")
+        wait_until(mark.exists, SLOW, "the Bash call to start")
+        cli, pid = claude_of(ws, CC), live_pid(ws, TEAM, CC)
+        rid = actions.shutdown(ws, TEAM, CC, reason="wrap up")["request"]["request_id"]
+        # shown after the tool call that was running, not at the end of the turn
+        seen = server.wait_for(lambda r: r["agent"] == CC and rid in turn_text(
+            r["body"]["messages"][-1]), SLOW)["body"]["messages"]
+        assert 'type="shutdown_request"' in turn_text(seen[-1])
+        assert [b["type"] for b in seen[-2]["content"]] == ["tool_result"]
+        # the turn ended without an answer: the harness approves, the member leaves
+        answer = wait_until(lambda: [m for m in lead_inbox(ws)
+                                     if m["type"] == "shutdown_response"], SLOW, "the answer")
+        assert (answer[0]["request_id"], answer[0]["approve"]) == (rid, True)
+        wait_status(ws, CC, "shutdown", SLOW)
+        assert wait_until(lambda: exit_codes(ws, CC), SLOW, "the exit") == [(0, None)]
+        assert pid is not None
+        wait_until(lambda: not psutil.pid_exists(pid), SLOW, f"pid {pid} reaped")
+        wait_until(lambda: not cli.is_running() or cli.status() == psutil.STATUS_ZOMBIE,
+                   SLOW, "its Claude Code gone with it")

@@ -34,6 +34,7 @@ import time
 import uuid
 from typing import TYPE_CHECKING, Any
 
+from teamd import requests
 from teamd.agent.claude_code import claude_dir, pretool, process, transcript
 from teamd.agent.forwarder import Forwarder
 from teamd.agent.runtime import GOES_ON, TurnOutcome
@@ -175,6 +176,13 @@ class ClaudeCodeRuntime:
             if cut else ""
         return f"Your last turn was cut short by a restart.{calls} Go on from where you were."
 
+    def approved_shutdown(self) -> bool:
+        """Claude Code approved a shutdown request it was shown (its SendMessage ran in
+        the MCP server): the member leaves, exit 0, as after the built-in loop's."""
+        m = self.m
+        return any(requests.get(m.ws, m.team, rid)["status"] == "approved"
+                   for rid in m.shutdowns.asks)
+
     def journal(self, result: Json) -> None:
         """A `tool_call` event for one of Claude Code's own calls that ended (the team
         tools journal their own, in the MCP server)."""
@@ -211,6 +219,8 @@ class ClaudeCodeRuntime:
                     self.m.session.append({"type": "tool_result", "mirrored": True,
                                            "block": block})
                     self.journal(block)
+            if self.approved_shutdown():  # through SendMessage: finish as section 6 says
+                return TurnOutcome(exit_code=self.m.shutdowns.leave())
         elif kind == "result":
             self.m.session.append({"type": RESULT_RECORD, "subtype": event.get("subtype"),
                                    "is_error": bool(event.get("is_error"))})

@@ -12,7 +12,7 @@ from typing import Any
 
 import psutil
 
-from teamd import actions, board, files, requests
+from teamd import actions, board, files, requests, roster
 from teamd.agent.claude_code import claude_dir, transcript
 from teamd.layout import Workspace
 from teamd.scripted import ScriptedServer
@@ -298,3 +298,32 @@ def test_a_shutdown_asked_mid_turn_reaches_it_and_the_member_leaves(
         wait_until(lambda: not psutil.pid_exists(pid), SLOW, f"pid {pid} reaped")
         wait_until(lambda: not cli.is_running() or cli.status() == psutil.STATUS_ZOMBIE,
                    SLOW, "its Claude Code gone with it")
+
+
+def test_a_claude_code_lead_staffs_the_team_through_the_team_tools(
+        ws: Workspace, server: ScriptedServer, workdir: Path, claude: Path) -> None:
+    for rule in (
+        {"agent": "lead", "nth": 1, "reply": {"content": [
+            {"type": "tool_use", "name": "mcp__teamd__Task", "input": {
+                "name": "worker", "team_name": TEAM,
+                "prompt": "Take tasks from the board and report to the lead."}},
+            tool_use("mcp__teamd__TaskCreate", subject="Write hello.txt")]}},
+        {"agent": "worker", "contains": "<auto-claimed>Task #1", "reply": {"content": [
+            tool_use("write_file", path="hello.txt", content="hello\n"),
+            tool_use("TaskUpdate", task_id=1, status="completed"),
+            tool_use("SendMessage", recipient="lead", content="DONE-7 hello.txt")]}},
+        {"agent": "lead", "contains": "DONE-7", "reply": {"content": "noted"}},
+    ):
+        server.add_rule(rule)
+    (ws.root / "teamd.toml").write_text(f'claude_code = "{claude}"\n')
+    actions.create_team(ws, TEAM)
+    actions.spawn(ws, TEAM, "lead", "Get hello.txt written.", lead=True, cwd=str(workdir),
+                  runtime="claude-code")
+    with running_teamd(ws, server.url):
+        wait_until(lambda: board.get(ws, TEAM, 1)["status"] == "completed"
+                   if board.list_tasks(ws, TEAM) else False, SLOW, "task 1 completed")
+        assert (workdir / "hello.txt").read_text() == "hello\n"
+        server.wait_for(asked("DONE-7", "lead"), SLOW)
+        worker = [m for m in roster.load(ws, TEAM)["members"] if m["name"] == "worker"]
+        assert [(m["kind"], m["runtime"]) for m in worker] == [("teammate", "teamd")]
+        assert {e["tool"] for e in events_of(ws, "lead", "tool_call")} == {"Task", "TaskCreate"}

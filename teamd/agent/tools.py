@@ -168,22 +168,26 @@ class Toolbox:
         args = self.admit(name, tool_input)
         return HANDLERS[name](self, **args)
 
-    def admit(self, name: str, tool_input: Any, tool_use_id: str | None = None) -> Json:
+    def admit(self, name: str | None, tool_input: Any, tool_use_id: str | None = None,
+              own: tuple[str, Json] | None = None) -> Json:
         """Everything a call passes before it runs (CONTRACT §11): its schema, the plan
         gate, what no rule opens, the rules (an ask waits for its answer), `pre_tool_use`;
         its checked input, or ToolError / Blocked. Claude Code's own tools pass it too
-        (`teamd.agent.claude_code.pretool`)."""
+        (`teamd.agent.claude_code.pretool`): `own` is the call (its tool's name, its
+        input), which rules naming that tool also decide, and which the journal, the ask
+        and the hook name; `name` the ruled tool standing for it, or None if none does."""
         if tool_use_id is not None:
             self._use_id = tool_use_id
-        args = validate_input(name, tool_input)
+        args = validate_input(name, tool_input) if name is not None else {}
         if name in GATED:
             self._check_plan_gate()
         if name in protected.WRITING_TOOLS:  # before the rules: no rule can open these
             self.guard_write(confine(self.cwd, args["path"]))
         approved = None
-        if name in permission_rules.RULED:
-            approved = self._permit(name, args)
-            self.run_hook("pre_tool_use", tool=name, tool_input=args)
+        if name in permission_rules.RULED or own is not None:
+            approved = self._permit(name, args, own)
+            shown_tool, shown_input = own if own is not None else (name, args)
+            self.run_hook("pre_tool_use", tool=shown_tool, tool_input=shown_input)
             if approved is not None and not requests.set_flag(
                     self.ws, self.team, approved, "ran", when_status="approved")["changed"]:
                 # it ran before a restart (ran is set just before running): never twice
@@ -191,36 +195,39 @@ class Toolbox:
         return args
 
     # -- permissions and hooks (CONTRACT §11) ----------------------------------------------
-    def _permit(self, name: str, args: dict[str, Any]) -> str | None:
-        """Apply the rules to a ruled call: None to go ahead, the id of an approved
+    def _permit(self, name: str | None, args: dict[str, Any],
+                own: tuple[str, Json] | None = None) -> str | None:
+        """Apply the rules to a ruled call (or a Claude Code call, `own`, named by its own
+        tool in the journal and the ask): None to go ahead, the id of an approved
         permission request (its `ran` is set just before the call runs), or ToolError.
         A request this call opened before a restart is the truth, whatever the rules
         say now: waited on again if pending, never run twice once approved."""
         record = self.permission_record(self._use_id) if self._use_id else None
+        shown, shown_input = own if own is not None else (str(name), args)
         if record is None:
             conf = self.settings()
             verdict = permissions.decide(conf.permissions,
                                          permissions.always_rules(self.ws, self.team),
-                                         name, args, self.cwd)
+                                         name, args, self.cwd, own)
             if verdict.action == "allow":
                 return None
-            argument = permissions.main_argument(name, args, self.cwd)
+            argument = permissions.main_argument(shown, shown_input, self.cwd)
             if verdict.action == "deny":
-                permissions.journal_denied(self.ws, self.team, self.member, name, argument,
+                permissions.journal_denied(self.ws, self.team, self.member, shown, argument,
                                            verdict.rule)
                 raise ToolError(f'denied by rule "{verdict.rule}"')
             if self.waiter is None:
                 raise ToolError(f'needs permission (rule "{verdict.rule}"), and nobody can '
                                 "be asked from here")
-            record = {"tool": name, "argument": argument, "rule": verdict.rule,
+            record = {"tool": shown, "argument": argument, "rule": verdict.rule,
                       "request_id": permissions.request_id_for(self.team, self.member,
                                                                self._use_id)}
         rid = record["request_id"]
         if record.get("status", "pending") == "pending":
             # the LLM lead's own asks go to the person beside it (CONTRACT §11)
             recipient = USER if self.kind == "lead" else LEAD
-            permissions.open_ask(self.ws, self.team, self.member, recipient, name, args,
-                                 record["argument"], record["rule"], rid)
+            permissions.open_ask(self.ws, self.team, self.member, recipient, shown,
+                                 shown_input, record["argument"], record["rule"], rid)
             assert self.waiter is not None
             record = self.waiter(rid)
         if record["status"] != "approved":

@@ -244,29 +244,36 @@ def test_rules_hold_over_claude_codes_own_tools(
             "Bash", command=f"rm {keep.name}", description="remove")]}},
         {"agent": CC, "tool_result": "Bash", "reply": {"content": [tool_use(
             "Write", file_path=str(secret), content="s3cret\n")]}},
-        {"agent": CC, "tool_result": "Write", "reply": {"content": "rules done"}},
+        {"agent": CC, "tool_result": "Write", "reply": {"content": [tool_use(
+            "WebFetch", url="https://example.com/", prompt="read it")]}},
+        {"name": "last", "agent": CC, "tool_result": "WebFetch",
+         "reply": {"content": "rules done"}},
     ):
         server.add_rule(rule)
     team_with_claude_code(ws, workdir, claude)
+    # a rule naming Claude Code's tool (Bash, WebFetch) applies to it; one naming the
+    # ruled tool standing for it (write_file) applies to Write
     with ws.settings_file.open("a") as toml:
-        toml.write('[permissions]\ndeny = ["bash(rm *)"]\nask = ["write_file(secret*)"]\n')
+        toml.write('[permissions]\ndeny = ["Bash(rm *)", "WebFetch"]\n'
+                   'ask = ["write_file(secret*)"]\n')
     with running_teamd(ws, server.url):
         actions.send(ws, TEAM, CC, "RULES-1 tidy up")
         # deny: the call never ran, and Claude Code was told why as the tool's error
-        refused = server.wait_for(lambda r: r["agent"] == CC and "Bash" in str(
-            r["body"]["messages"][-2:]) and 'denied by rule "bash(rm *)"' in str(
+        server.wait_for(lambda r: r["agent"] == CC and 'denied by rule "Bash(rm *)"' in str(
             r["body"]["messages"][-2:]), SLOW)
-        assert refused is not None and keep.exists()
-        assert [(e["tool"], e["rule"]) for e in events_of(ws, CC, "tool_denied")] == [
-            ("bash", "bash(rm *)")]
-        # ask: the lead is asked, the call waits for the answer, then runs
+        assert keep.exists()
+        # ask: the lead is asked, named by Claude Code's tool; the call waits, then runs
         ask = wait_until(lambda: [m for m in lead_inbox(ws)
                                   if m["type"] == "permission_request"], SLOW, "the ask")[0]
-        assert (ask["sender"], ask["rule"]) == (CC, "write_file(secret*)")
+        assert (ask["sender"], ask["tool"], ask["rule"]) == (CC, "Write", "write_file(secret*)")
+        assert requests.get(ws, TEAM, ask["request_id"])["input"]["content"] == "s3cret\n"
         assert not secret.exists()
         requests.answer(ws, TEAM, ask["request_id"], True)
-        server.wait_for(lambda r: r["agent"] == CC and r["rule"] == 2, SLOW)  # after Write
+        last = server.wait_for(lambda r: r["agent"] == CC and r["rule"] == "last", SLOW)
         assert secret.read_text() == "s3cret\n"
+        assert 'denied by rule "WebFetch"' in str(last["body"]["messages"][-2:])
+        assert [(e["tool"], e["rule"]) for e in events_of(ws, CC, "tool_denied")] == [
+            ("Bash", "Bash(rm *)"), ("WebFetch", "WebFetch")]
 
 
 def test_a_shutdown_asked_mid_turn_reaches_it_and_the_member_leaves(

@@ -1,20 +1,22 @@
 """Section 11 over Claude Code's own tools (CONTRACT §14, "Rules and hooks hold"): the
 PreToolUse hook teamd installs with `--settings`, run by Claude Code before each call of
-`Bash`, `Read`, `Grep`, `Glob`, `Write`, `NotebookEdit`, `Edit` and `MultiEdit`.
+any of its tools but the team tools (`mcp__teamd__…`, never ruled).
 
 `python -m teamd.agent.claude_code.pretool ROOT TEAM NAME MEMBER_PID` reads the hook's
 JSON on stdin and maps the call onto the ruled tool that stands for it — `Bash` → `bash`
 (its command); `Read`, `Grep`, `Glob` → `read_file` (the path); `Write`, `NotebookEdit` →
-`write_file`; `Edit`, `MultiEdit` → `edit_file` — and puts it through the member's own
-`Toolbox.admit`: the plan gate, what no rule opens (teamd's files, other members'
-worktrees), the rules (deny, the team's always rules, ask, allow, default), and
-`pre_tool_use`. Allowed: exit 0 with Claude Code's `allow` decision. Refused: exit 2 with the
-reason on stderr — Claude Code gives it to the model as the tool's error and the call never
-runs. An ask opens the permission request to the lead (or the person, for the LLM lead)
-and waits for its answer, up to `permission_timeout` (then refused: `timeout`).
+`write_file`; `Edit`, `MultiEdit` → `edit_file`; any other tool: none — and puts it
+through the member's own `Toolbox.admit`: the plan gate, what no rule opens (teamd's
+files, other members' worktrees), the rules (deny, the team's always rules, ask, allow,
+default; a rule naming the Claude Code tool itself, `Bash(git push*)`, `WebFetch`, applies
+too; a tool no rule names is decided by `default`), and `pre_tool_use`; the journal, the
+ask and the hook name the call by Claude Code's own tool. Allowed: exit 0 with Claude
+Code's `allow` decision. Refused: exit 2 with the reason on stderr — Claude Code gives it
+to the model as the tool's error and the call never runs. An ask opens the permission
+request to the lead (or the person, for the LLM lead) and waits for its answer, up to
+`permission_timeout` (then refused: `timeout`).
 
-Not yet: rules naming Claude Code's tools themselves (`Bash(git push*)`, `WebFetch`); the
-member's status does not show `waiting` during an ask.
+Not yet: the member's status does not show `waiting` during an ask.
 """
 
 from __future__ import annotations
@@ -25,8 +27,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-#: Claude Code's tool → (the ruled tool standing for it, its input from Claude Code's)
-MAPPED = ("Bash", "Read", "Grep", "Glob", "Write", "NotebookEdit", "Edit", "MultiEdit")
+#: the team tools' names as Claude Code calls them (served by `mcp_server`): never ruled
+TEAM_TOOLS = "mcp__teamd__"
 #: how long Claude Code lets the hook run (it waits for an ask's answer): a day
 HOOK_TIMEOUT = 86400
 
@@ -63,7 +65,7 @@ def settings_json(root: Path, team: str, name: str, pid: int) -> str:
 
     command = shlex.join([sys.executable, "-m", "teamd.agent.claude_code.pretool",
                           str(root), team, name, str(pid)])
-    return json.dumps({"hooks": {"PreToolUse": [{"matcher": "|".join(MAPPED), "hooks": [
+    return json.dumps({"hooks": {"PreToolUse": [{"matcher": "*", "hooks": [
         {"type": "command", "command": command, "timeout": HOOK_TIMEOUT}]}]}})
 
 
@@ -73,13 +75,15 @@ def decide(root: str, team: str, name: str, pid: int, event: dict[str, Any]) -> 
     from teamd.agent.tools_files import ToolError
     from teamd.errors import TeamdError
 
-    call = ruled(str(event.get("tool_name")), event.get("tool_input") or {})
-    if call is None:
-        return None
+    tool, given = str(event.get("tool_name")), event.get("tool_input") or {}
+    if tool.startswith(TEAM_TOOLS):
+        return None  # the team tools are never ruled
+    call = ruled(tool, given)
     box = toolbox(root, team, name, pid)
     box.waiter = lambda rid: answer_of(box, rid)
     try:
-        box.admit(call[0], call[1], tool_use_id=event.get("tool_use_id"))
+        box.admit(*(call or (None, {})), tool_use_id=event.get("tool_use_id"),
+                  own=(tool, given))
     except (ToolError, TeamdError) as exc:
         return str(exc).strip() or "refused"
     return None

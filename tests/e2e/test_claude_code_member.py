@@ -268,12 +268,14 @@ def test_rules_hold_over_claude_codes_own_tools(
         assert (ask["sender"], ask["tool"], ask["rule"]) == (CC, "Write", "write_file(secret*)")
         assert requests.get(ws, TEAM, ask["request_id"])["input"]["content"] == "s3cret\n"
         assert not secret.exists()
+        wait_status(ws, CC, "waiting", SLOW)
         requests.answer(ws, TEAM, ask["request_id"], True)
         last = server.wait_for(lambda r: r["agent"] == CC and r["rule"] == "last", SLOW)
         assert secret.read_text() == "s3cret\n"
         assert 'denied by rule "WebFetch"' in str(last["body"]["messages"][-2:])
         assert [(e["tool"], e["rule"]) for e in events_of(ws, CC, "tool_denied")] == [
             ("Bash", "Bash(rm *)"), ("WebFetch", "WebFetch")]
+        wait_status(ws, CC, "idle", SLOW)
 
 
 def test_a_shutdown_asked_mid_turn_reaches_it_and_the_member_leaves(

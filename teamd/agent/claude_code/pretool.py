@@ -15,8 +15,7 @@ Code's `allow` decision. Refused: exit 2 with the reason on stderr — Claude Co
 to the model as the tool's error and the call never runs. An ask opens the permission
 request to the lead (or the person, for the LLM lead) and waits for its answer, up to
 `permission_timeout` (then refused: `timeout`).
-
-Not yet: the member's status does not show `waiting` during an ask.
+The member is `waiting` meanwhile (written as the member, under its pid).
 """
 
 from __future__ import annotations
@@ -89,14 +88,28 @@ def decide(root: str, team: str, name: str, pid: int, event: dict[str, Any]) -> 
     return None
 
 
+def set_status(box: Any, status: Any) -> None:
+    """The member's status, written as the member (only while `box.pid` is its process:
+    CONTRACT §4)."""
+    from teamd import roster, states
+
+    def change(entry: dict[str, Any]) -> None:
+        if entry.get("pid") == box.pid:
+            states.transition(entry, status, states.Writer.MEMBER)
+
+    roster.update_status(box.ws, box.team, box.member, change)
+
+
 def answer_of(box: Any, request_id: str) -> Any:
-    """Wait for permission request `request_id` to be answered; its record. Refused as
-    `timeout` after `permission_timeout`."""
+    """Wait for permission request `request_id` to be answered, the member `waiting`
+    meanwhile; its record. Refused as `timeout` after `permission_timeout`."""
     from teamd import requests
     from teamd.errors import BadInput
+    from teamd.states import Status
     from teamd.watch import Watcher
 
     watcher = Watcher([box.ws.request(box.team, request_id).parent])
+    set_status(box, Status.WAITING)
     try:
         while True:  # armed before each check: no answer slips past
             record = requests.get(box.ws, box.team, request_id)
@@ -115,6 +128,7 @@ def answer_of(box: Any, request_id: str) -> Any:
             watcher.wait(left)
     finally:
         watcher.close()
+        set_status(box, Status.ACTIVE)
 
 
 def main(argv: list[str]) -> int:

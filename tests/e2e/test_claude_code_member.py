@@ -336,3 +336,26 @@ def test_a_claude_code_lead_staffs_the_team_through_the_team_tools(
         worker = [m for m in roster.load(ws, TEAM)["members"] if m["name"] == "worker"]
         assert [(m["kind"], m["runtime"]) for m in worker] == [("teammate", "teamd")]
         assert {e["tool"] for e in events_of(ws, "lead", "tool_call")} == {"Task", "TaskCreate"}
+
+
+def test_at_its_budget_it_is_paused_and_goes_on_once_the_budget_is_raised(
+        ws: Workspace, server: ScriptedServer, workdir: Path, claude: Path) -> None:
+    server.add_rule({"agent": CC, "contains": "budget that paused",
+                     "reply": {"content": "going on"}})
+    (ws.root / "teamd.toml").write_text(f'claude_code = "{claude}"\n')
+    make_team(ws, workdir)
+    actions.spawn(ws, TEAM, CC, "Wait for work from the lead.", cwd=str(workdir),
+                  runtime="claude-code", budget_usd=0.000001)  # its first call passes it
+    with running_teamd(ws, server.url):
+        wait_status(ws, CC, "idle", SLOW)
+        calls = len(server.requests)
+        actions.send(ws, TEAM, CC, "MORE-1 keep working")
+        wait_status(ws, CC, "paused", SLOW)
+        assert len(server.requests) == calls  # refused by the forwarder: never sent
+        wait_until(lambda: [m for m in lead_inbox(ws) if m["type"] == "budget_reached"],
+                   SLOW, "the lead told of the budget")
+        assert not [m for m in lead_inbox(ws) if m["type"] == "idle_notification"]
+        actions.set_budget(ws, TEAM, 100, member=CC)
+        server.wait_for(asked("budget that paused", CC), SLOW)
+        wait_status(ws, CC, "idle", SLOW)
+        assert len(user_turns_with(server, CC, "MORE-1")) == 1

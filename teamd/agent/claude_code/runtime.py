@@ -13,7 +13,9 @@ protocol, status); this runtime starts the forwarder (`teamd.agent.forwarder`) a
 - mirrors what Claude Code says (its replies, tool calls and results) into the session, so
   `attach` and `transcript` show the conversation as for any member, and journals each of
   its own tool calls as a `tool_call` event;
-- ends the turn at Claude Code's `result` once everything given is taken in.
+- ends the turn at Claude Code's `result` once everything given is taken in — unless the
+  forwarder refused its call at a budget: then the member stays `paused` until the budget
+  is raised, and a user turn tells Claude Code to go on.
 
 Its session id is chosen by the member and recorded (`claude_session`) before the CLI first
 starts, so a restarted member resumes it (`--resume`). After a crash of either process, the
@@ -57,6 +59,8 @@ SESSION_RECORD = "claude_session"
 RESULT_RECORD = "claude_result"
 #: the exit code of a member whose Claude Code died on its own (a crash)
 EXIT_CRASH = 1
+#: the user turn that lets Claude Code go on once the budget that paused it is raised
+GO_ON = "The budget that paused your work was raised: go on from where you were."
 
 
 def input_text(record: Json) -> str | None:
@@ -83,6 +87,8 @@ class ClaudeCodeRuntime:
         self.session_id = ""
         self.given: set[int] = set()
         self.busy = False
+        #: the forwarder's refusals (at a budget) seen at the end of a turn
+        self.refused = 0
         #: Claude Code's own tool calls under way: id → (name, input, when seen)
         self.calls: dict[str, tuple[str, Any, float]] = {}
 
@@ -176,6 +182,19 @@ class ClaudeCodeRuntime:
             if cut else ""
         return f"Your last turn was cut short by a restart.{calls} Go on from where you were."
 
+    def forwarder_refused(self) -> int:
+        return 0 if self.forwarder is None else self.forwarder.refused
+
+    def paused(self) -> TurnOutcome:
+        """Its turn ended on a call the forwarder refused at a budget (the member is
+        `paused`): wait until the budget is raised or removed, if it is not already (a
+        shutdown_request ends the wait, `Leave`), then tell Claude Code to go on — a
+        recorded input like any other."""
+        self.busy = False
+        self.m.gate.wait()
+        self.m.session.append({"type": "user", "content": [{"type": "text", "text": GO_ON}]})
+        return GOES_ON
+
     def approved_shutdown(self) -> bool:
         """Claude Code approved a shutdown request it was shown (its SendMessage ran in
         the MCP server): the member leaves, exit 0, as after the built-in loop's."""
@@ -228,7 +247,11 @@ class ClaudeCodeRuntime:
             taken = transcript.taken_in(self.home, self.session_id)
             given = [text for index, text in self.inputs() if index in self.given]
             self.busy = bool(transcript.not_taken(given, taken))
+            refused = self.forwarder_refused() > self.refused
+            self.refused = self.forwarder_refused()
             if event.get("is_error"):
+                if refused:  # a call held at a budget (raised since, maybe)
+                    return self.paused()
                 self.m.standing.update(last_error=f"claude code: {event.get('result')}"[:500])
             if not self.busy:
                 return TurnOutcome(ended=True)

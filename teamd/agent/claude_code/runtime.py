@@ -59,6 +59,10 @@ SESSION_RECORD = "claude_session"
 RESULT_RECORD = "claude_result"
 #: the exit code of a member whose Claude Code died on its own (a crash)
 EXIT_CRASH = 1
+#: what the member's system prompt (written for any runtime) means in Claude Code's words
+TOOLS_NOTE = ("In Claude Code, the team's tools are those of the MCP server `teamd` "
+              "(mcp__teamd__SendMessage, mcp__teamd__TaskUpdate, …), and bash, read_file, "
+              "write_file and edit_file are your Bash, Read, Write and Edit.")
 #: the user turn that lets Claude Code go on once the budget that paused it is raised
 GO_ON = "The budget that paused your work was raised: go on from where you were."
 
@@ -113,7 +117,7 @@ class ClaudeCodeRuntime:
         self.forwarder = Forwarder(m).start()
         argv = process.command(
             m.conf.claude_code, model=m.model_name, effort=m.effort or m.conf.effort,
-            system=m.system, session_id=self.session_id, resume=resume,
+            system=f"{m.system}\n{TOOLS_NOTE}", session_id=self.session_id, resume=resume,
             mcp=process.mcp_config(m.ws.root, m.team, m.name),
             settings=pretool.settings_json(m.ws.root, m.team, m.name, os.getpid()))
         self.cli = process.ClaudeProcess(argv, m.cwd, process.environment(

@@ -359,3 +359,27 @@ def test_at_its_budget_it_is_paused_and_goes_on_once_the_budget_is_raised(
         server.wait_for(asked("budget that paused", CC), SLOW)
         wait_status(ws, CC, "idle", SLOW)
         assert len(user_turns_with(server, CC, "MORE-1")) == 1
+
+
+def test_a_shutdown_ends_a_wait_for_permission(
+        ws: Workspace, server: ScriptedServer, workdir: Path, claude: Path) -> None:
+    secret = workdir / "secret.txt"
+    server.add_rule({"agent": CC, "contains": "ASK-1", "reply": {"content": [tool_use(
+        "Write", file_path=str(secret), content="s\n")]}})
+    server.add_rule({"agent": CC, "tool_result": "Write", "reply": {"content": "stopping"}})
+    team_with_claude_code(ws, workdir, claude)
+    with ws.settings_file.open("a") as toml:
+        toml.write('[permissions]\nask = ["Write"]\n')
+    with running_teamd(ws, server.url):
+        actions.send(ws, TEAM, CC, "ASK-1 write it")
+        ask = wait_until(lambda: [m for m in lead_inbox(ws)
+                                  if m["type"] == "permission_request"], SLOW, "the ask")[0]
+        wait_status(ws, CC, "waiting", SLOW)
+        rid = actions.shutdown(ws, TEAM, CC, reason="wrap up")["request"]["request_id"]
+        record = wait_until(lambda: (r := requests.get(ws, TEAM, ask["request_id"]))[
+            "status"] != "pending" and r, SLOW, "the ask refused")
+        assert (record["status"], record["answer_reason"]) == ("rejected", "shutting down")
+        wait_status(ws, CC, "shutdown", SLOW)
+        assert requests.get(ws, TEAM, rid)["status"] == "approved"
+        assert not secret.exists()
+        assert wait_until(lambda: exit_codes(ws, CC), SLOW, "the exit") == [(0, None)]

@@ -14,8 +14,9 @@ ask and the hook name the call by Claude Code's own tool. Allowed: exit 0 with C
 Code's `allow` decision. Refused: exit 2 with the reason on stderr — Claude Code gives it
 to the model as the tool's error and the call never runs. An ask opens the permission
 request to the lead (or the person, for the LLM lead) and waits for its answer, up to
-`permission_timeout` (then refused: `timeout`).
-The member is `waiting` meanwhile (written as the member, under its pid).
+`permission_timeout` (then refused: `timeout`), or until a shutdown is asked of the member
+(refused: `shutting down`); the member is `waiting` meanwhile (written as the member,
+under its pid).
 """
 
 from __future__ import annotations
@@ -119,12 +120,16 @@ def answer_of(box: Any, request_id: str) -> Any:
             left = None
             if timeout > 0:
                 left = float(record["created_at"]) + timeout - time.time()
-                if left <= 0:
-                    try:
-                        return requests.answer(box.ws, box.team, request_id, False,
-                                               reason="timeout")
-                    except BadInput:
-                        continue  # answered meanwhile: that answer stands
+            # a shutdown asked of the member ends the wait, as for any member (its message
+            # reaches Claude Code, through the member, after this call)
+            stopping = any(r["kind"] == "shutdown" and r["recipient"] == box.member
+                           for r in requests.list_requests(box.ws, box.team, True))
+            if stopping or (left is not None and left <= 0):
+                try:
+                    return requests.answer(box.ws, box.team, request_id, False,
+                                           reason="shutting down" if stopping else "timeout")
+                except BadInput:
+                    continue  # answered meanwhile: that answer stands
             watcher.wait(left)
     finally:
         watcher.close()

@@ -70,7 +70,11 @@ def test_a_claude_code_teammate_works_beside_a_built_in_one(
             "SendMessage", recipient=BI, content="HELLO-bi2")},
         {"agent": BI, "contains": "HELLO-bi2", "reply": {"content": [tool_use(
             "SendMessage", recipient=CC, content="BACK-cc3")]}},
-        {"agent": CC, "contains": "BACK-cc3", "reply": {"content": "got it"}},
+        # Claude Code's own SendMessage (its agent teams') would reach nobody: not given
+        {"agent": CC, "contains": "BACK-cc3", "reply": {"content": [tool_use(
+            "SendMessage", to="lead", message="lost")]}},
+        {"name": "no-own", "agent": CC, "tool_result": "SendMessage",
+         "reply": {"content": "got it"}},
         # a task assigned: Read, Edit (Claude Code's own), then TaskUpdate (the team's)
         {"agent": CC, "contains": "<auto-claimed>Task #1: fix the greeting",
          "reply": {"content": [tool_use("Read", file_path=str(target))]}},
@@ -88,6 +92,9 @@ def test_a_claude_code_teammate_works_beside_a_built_in_one(
         wait_status(ws, BI, "idle")
         actions.send(ws, TEAM, CC, "PING-cc1 say hello to bi")
         server.wait_for(asked("BACK-cc3", CC), SLOW)
+        own = server.wait_for(lambda r: r["rule"] == "no-own", SLOW)["body"]["messages"]
+        assert "No such tool available" in turn_text(own[-1]) or \
+            "No such tool available" in turn_text(own[-2])
         wait_status(ws, CC, "idle", SLOW)
         board.create(ws, TEAM, "fix the greeting", owner=CC)
         wait_until(lambda: board.get(ws, TEAM, 1)["status"] == "completed", SLOW,
@@ -104,8 +111,8 @@ def test_a_claude_code_teammate_works_beside_a_built_in_one(
         # each call journaled once as cc's: the team tools' (by the MCP server, acting as
         # cc) and Claude Code's own (by the member, from what Claude Code said)
         calls = [(e["tool"], e["ok"]) for e in events_of(ws, CC, "tool_call")]
-        assert sorted(calls) == [("Edit", True), ("Read", True), ("SendMessage", True),
-                                 ("TaskUpdate", True)]
+        assert sorted(calls) == [("Edit", True), ("Read", True), ("SendMessage", False),
+                                 ("SendMessage", True), ("TaskUpdate", True)]
         # the forwarder counted cc's calls like any member's
         assert events_of(ws, CC, "model_call")
         # the conversation is mirrored into its session: `transcript` shows it

@@ -34,6 +34,9 @@ log = logging.getLogger(__name__)
 
 #: Claude Code's own tools a member may use (each call first passes section 11: `pretool`)
 OWN_TOOLS = ("Bash", "Read", "Edit", "Write", "MultiEdit", "NotebookEdit", "Glob", "Grep")
+#: Claude Code's own tools named as a team tool (its agent teams' SendMessage): a message
+#: sent with it would reach no teammate, so it is not given (the team's is served by MCP)
+SHADOWED = ("SendMessage",)
 #: the MCP server's name: its tools reach the model as mcp__teamd__{tool}
 MCP_NAME = "teamd"
 #: the longest event line read (a Read of a big file comes back in one)
@@ -56,7 +59,8 @@ def command(program: str, *, model: str, effort: str, system: str, session_id: s
             "--output-format", "stream-json", "--model", model,
             "--append-system-prompt", system, "--mcp-config", mcp, "--strict-mcp-config",
             "--settings", settings,
-            "--allowedTools", ",".join((*OWN_TOOLS, f"mcp__{MCP_NAME}"))]
+            "--allowedTools", ",".join((*OWN_TOOLS, f"mcp__{MCP_NAME}")),
+            "--disallowedTools", ",".join(SHADOWED)]
     if effort:
         argv += ["--effort", effort]
     argv += ["--resume", session_id] if resume else ["--session-id", session_id]

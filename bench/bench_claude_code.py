@@ -8,7 +8,8 @@ built-in loop), both talking to the scripted server. Each round sends each an id
 a message and times `actions.send` → the scripted server receiving the request that
 carries it (intake, the session write, for `cc` also stream-json to the CLI, its turn, the
 forwarder). Start: `spawn` → the member's first request (for `cc`: the CLI's start-up).
-Memory: the PSS of each idle member's process tree.
+Memory: the PSS of each idle member's process tree. Hook: what the PreToolUse hook (section
+11 over Claude Code's own tools) adds to each of its tool calls.
 
     python -m bench.bench_claude_code [--quick]
 
@@ -17,6 +18,8 @@ Not in the default suite: it needs the Claude Code CLI (`npm`, ~400 MB).
 
 from __future__ import annotations
 
+import json
+import subprocess
 import sys
 import time
 
@@ -49,6 +52,13 @@ def pss_mb(pid: int) -> float:
     return total / (1024 * 1024)
 
 
+def timed(argv: list[str], stdin: str) -> float:
+    """ms a command takes, start to exit (it must succeed)."""
+    began = time.perf_counter()
+    subprocess.run(argv, input=stdin, text=True, capture_output=True, check=True, timeout=60)
+    return (time.perf_counter() - began) * 1000
+
+
 def run(ctx: Context) -> list[Row]:
     program = claude_code.program()
     if not program.exists():
@@ -61,6 +71,8 @@ def run(ctx: Context) -> list[Row]:
     lapse: dict[str, list[float]] = {"cc": [], "bi": []}
     start: dict[str, float] = {}
     memory: dict[str, float] = {}
+    hook: list[float] = []
+    bare: list[float] = []
     with ScriptedServer({"rules": [], "default": {"content": "ok", "thinking": False}}
                         ) as server, running_teamd(ws, server.url):
         make_team(ws, root / "work", team=TEAM)
@@ -75,6 +87,14 @@ def run(ctx: Context) -> list[Row]:
             pid = live_pid(ws, TEAM, name)
             assert pid is not None
             memory[name] = pss_mb(pid)
+        # the PreToolUse hook every call of Claude Code's own tools waits for
+        cc_pid = live_pid(ws, TEAM, "cc")
+        event = json.dumps({"tool_name": "Bash", "tool_input": {"command": "true"},
+                            "tool_use_id": "toolu_bench"})
+        for _ in range(ctx.n(10, 2)):
+            hook.append(timed([sys.executable, "-m", "teamd.agent.claude_code.pretool",
+                               str(root), TEAM, "cc", str(cc_pid)], event))
+            bare.append(timed([sys.executable, "-c", "pass"], ""))
         rounds = ctx.n(20, 3)
         for i in range(rounds):
             if ctx.expired():
@@ -96,6 +116,10 @@ def run(ctx: Context) -> list[Row]:
         row("cc_start", "spawn → the member's first request",
             "one start each: for Claude Code the CLI's own start-up",
             figure("claude-code", "ms", [start["cc"]]), figure("built-in", "ms", [start["bi"]])),
+        row("cc_hook", "the rules' hook before each of Claude Code's own tool calls",
+            "python -m teamd.agent.claude_code.pretool on a Bash call (no rules: allowed), "
+            "start to exit, vs a bare Python start",
+            figure("hook", "ms", hook), figure("python -c pass", "ms", bare)),
         row("cc_memory", "an idle member's PSS, with what it runs",
             "the member's process and its descendants (Claude Code, its MCP server)",
             figure("claude-code", "MB", [memory["cc"]]),

@@ -94,8 +94,9 @@ app.command()(config.config)
 
 
 RuntimeOpt = Annotated[str | None, typer.Option(
-    metavar="RUNTIME", help="The agent: teamd (built in) or claude-code (not yet runnable "
-    "in this build). Default: the team's, else teamd.toml's runtime.", show_default=False)]
+    metavar="RUNTIME", help="The agent: teamd (built in) or claude-code (the Claude Code "
+    "CLI, headless; needs the claude-code extra). Default: the team's, else teamd.toml's "
+    "runtime.", show_default=False)]
 BudgetOpt = Annotated[float | None, typer.Option(
     "--budget", metavar="USD", help="A spending cap in US dollars: at it, no more model calls "
     "until it is raised (`teamctl budget`).", show_default=False)]

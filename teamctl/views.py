@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from teamctl import advice, output
-from teamd import prices, roster
+from teamd import prices, roster, runtimes
 from teamd.files import Json
 from teamd.store import Feed, Kind
 
@@ -107,6 +107,11 @@ def render_status(doc: Json, fit: int | None = None) -> str:
             # a team working in git worktrees: each member's branch, commits not yet merged
             headers = (*HEADERS[:3], "BRANCH", *HEADERS[3:])
             rows = [(*r[:3], branch_cell(m), *r[3:])
+                    for r, m in zip(rows, t["members"], strict=True)]
+        if any(m.get("runtime", runtimes.TEAMD) != runtimes.TEAMD for m in t["members"]):
+            # a team with Claude Code members: which agent each runs (CONTRACT §14)
+            headers = (headers[0], "RUNTIME", *headers[1:])
+            rows = [(r[0], m.get("runtime") or runtimes.TEAMD, *r[1:])
                     for r, m in zip(rows, t["members"], strict=True)]
         lines.append(output.table(headers, rows, fit=fit, flexible=2) if rows else
                      "  no members")

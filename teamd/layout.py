@@ -2,7 +2,8 @@
 
 Its records (`.teams/`, `.tasks/`: CONTRACT.md sections 2-7) are its store's
 (`Workspace.store`; the files store alone builds paths there). What a host keeps for itself
-whatever the store is here: `teamd.toml`, `.worktrees/`, a member process's own stderr log.
+whatever the store is here: `teamd.toml`, `.worktrees/`, a member process's own stderr log,
+a Claude Code member's state.
 """
 
 from __future__ import annotations
@@ -63,8 +64,16 @@ class Workspace:
         return (self.worktrees_root / validate_name(team, "team name")
                 / validate_name(member, "member name"))
 
+    # -- a member's local files: on the host that runs it, whatever the store (CONTRACT §15);
+    # inside the team's folder, so that a delete archives them with the team
+    def _local(self, team: str) -> Path:
+        return self.root / ".teams" / validate_name(team, "team name")
+
     def member_log(self, team: str, member: str) -> Path:
-        """A member process's own stderr, `.teams/{team}/logs/{name}.log`: a local file of
-        the host that runs it, whatever the store (CONTRACT §15)."""
-        return (self.root / ".teams" / validate_name(team, "team name") / "logs"
-                / f"{validate_name(member, 'member name')}.log")
+        """A member process's own stderr, `.teams/{team}/logs/{name}.log`."""
+        return self._local(team) / "logs" / f"{validate_name(member, 'member name')}.log"
+
+    def claude_state(self, team: str, member: str) -> Path:
+        """A Claude Code member's state, its HOME (settings, transcripts):
+        `.teams/{team}/claude/{name}/`, never the user's `~/.claude` (CONTRACT §14)."""
+        return self._local(team) / "claude" / validate_name(member, "member name")

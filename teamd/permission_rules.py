@@ -18,6 +18,14 @@ from teamd.errors import BadInput
 
 #: the only tools rules apply to, and the input that is each one's main argument
 RULED = {"bash": "command", "read_file": "path", "write_file": "path", "edit_file": "path"}
+#: Claude Code's own tools a rule may name with a pattern (CONTRACT §14), and the input
+#: that is each one's main argument; any other of its tools (`Agent`, …) may be named
+#: without one. A rule naming one applies to that tool only.
+CLAUDE_CODE = {"Bash": "command", "Read": "file_path", "Write": "file_path",
+               "Edit": "file_path", "MultiEdit": "file_path", "NotebookEdit": "notebook_path",
+               "Grep": "path", "Glob": "path", "WebFetch": "url", "WebSearch": "query"}
+#: a Claude Code tool's name: CamelCase (teamd's own tools are lower case)
+_CLAUDE_NAME_RE = re.compile(r"[A-Z][A-Za-z0-9]*")
 ACTIONS = ("allow", "ask", "deny")
 _RULE_RE = re.compile(r"(?P<tool>[A-Za-z_][A-Za-z0-9_]*)(?:\((?P<pattern>.*)\))?", re.DOTALL)
 
@@ -53,16 +61,23 @@ class Permissions:
 
 
 def parse_rule(text: Any) -> Rule:
-    """`Tool` or `Tool(glob)` over a ruled tool; BadInput naming the rule otherwise."""
+    """`Tool` or `Tool(glob)` over a ruled tool (or a Claude Code tool: `CLAUDE_CODE`);
+    BadInput naming the rule otherwise."""
     if not isinstance(text, str):
         raise BadInput(f"rule {text!r} is not text")
     found = _RULE_RE.fullmatch(text.strip())
     if found is None:
         raise BadInput(f'bad rule "{text}": write Tool or Tool(pattern), e.g. "bash(git push*)"')
     tool, pattern = found["tool"], found["pattern"]
-    if tool not in RULED:
+    from teamd.agent.tool_specs import TOOL_SPECS  # the team tools: never ruled
+
+    if tool not in RULED and (not _CLAUDE_NAME_RE.fullmatch(tool) or tool in TOOL_SPECS):
         raise BadInput(f'bad rule "{text}": {tool!r} is not a ruled tool; only '
-                       f"{', '.join(RULED)} are")
+                       f"{', '.join(RULED)} are, and Claude Code's own tools by their names "
+                       f"({', '.join(CLAUDE_CODE)}, …)")
+    if pattern is not None and tool not in RULED and tool not in CLAUDE_CODE:
+        raise BadInput(f'bad rule "{text}": a pattern applies only to '
+                       f"{', '.join((*RULED, *CLAUDE_CODE))}; write \"{tool}\" alone")
     if pattern is not None and not pattern.strip():
         raise BadInput(f'bad rule "{text}": the pattern is empty (write "{tool}" for any input)')
     return Rule(text.strip(), tool, pattern)

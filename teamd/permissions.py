@@ -23,9 +23,12 @@ from teamd import events, inbox, requests
 from teamd.errors import BadInput
 from teamd.files import Json
 from teamd.layout import Workspace
-from teamd.permission_rules import RULED, Permissions, Rule, parse_rule
+from teamd.permission_rules import CLAUDE_CODE, RULED, Permissions, Rule, parse_rule
 
 log = logging.getLogger(__name__)
+
+#: the tools whose main argument is a command, a URL or a query, not a path
+NOT_PATHS = frozenset({"bash", "Bash", "WebFetch", "WebSearch"})
 
 #: how much of the main argument a permission_request message carries (the record has all)
 ARG_SHOWN = 4096
@@ -38,13 +41,19 @@ class Verdict:
 
 
 # -- deciding ----------------------------------------------------------------------------
+def _key(tool: str) -> str | None:
+    """The input that is `tool`'s main argument (teamd's or Claude Code's), if it has one."""
+    return RULED.get(tool) or CLAUDE_CODE.get(tool)
+
+
 def main_argument(tool: str, tool_input: Json, cwd: Path) -> str:
-    """What rules match and what the lead is shown: the trimmed command, or the path
-    relative to `cwd`, normalised (`./a/../.git/config` is `.git/config`)."""
-    raw = tool_input.get(RULED[tool])
+    """What rules match and what the lead is shown: the trimmed command (URL, query), or
+    the path relative to `cwd`, normalised (`./a/../.git/config` is `.git/config`)."""
+    key = _key(tool)
+    raw = tool_input.get(key) if key is not None else None
     if not isinstance(raw, str):
         return ""
-    if tool == "bash":
+    if tool in NOT_PATHS:
         return raw.strip()
     path = os.path.expanduser(raw) if raw.startswith("~") else raw
     return os.path.relpath(os.path.normpath(os.path.join(cwd, path)), os.path.normpath(cwd))
@@ -54,9 +63,9 @@ def _arguments(tool: str, tool_input: Json, cwd: Path) -> tuple[str, ...]:
     """The argument, and for a file tool also the path with every symlink resolved: a rule
     on `.git/*` must not be walked around through a link that points into `.git`."""
     shown = main_argument(tool, tool_input, cwd)
-    if tool == "bash" or not shown:
+    if tool in NOT_PATHS or not shown:
         return (shown,)
-    raw = str(tool_input[RULED[tool]])
+    raw = str(tool_input[str(_key(tool))])
     path = os.path.expanduser(raw) if raw.startswith("~") else raw
     try:
         # resolved from the path as given, not from `shown`: a link followed by `..`
@@ -68,16 +77,20 @@ def _arguments(tool: str, tool_input: Json, cwd: Path) -> tuple[str, ...]:
     return (shown,) if resolved == shown else (shown, resolved)
 
 
-def decide(perms: Permissions, always: tuple[Rule, ...], tool: str, tool_input: Json,
-           cwd: Path) -> Verdict:
-    """deny → the team's always rules → ask → allow → default. Unruled tools are allowed."""
-    if tool not in RULED:
+def decide(perms: Permissions, always: tuple[Rule, ...], tool: str | None, tool_input: Json,
+           cwd: Path, own: tuple[str, Json] | None = None) -> Verdict:
+    """deny → the team's always rules → ask → allow → default. Unruled tools are allowed.
+    `own`: the Claude Code call (its tool's name, its input) that `tool` stands for, or
+    that no ruled tool stands for (`tool` None): rules naming it apply too (§14)."""
+    calls = [(name, _arguments(name, given, cwd)) for name, given in
+             ([(tool, tool_input)] if tool in RULED else []) + ([own] if own else [])
+             if name is not None]
+    if not calls:
         return Verdict("allow", "")
-    arguments = _arguments(tool, tool_input, cwd)
     for action, rules in (("deny", perms.deny), ("allow", always), ("ask", perms.ask),
                           ("allow", perms.allow)):
         for rule in rules:
-            if rule.matches(tool, arguments):
+            if any(rule.matches(name, arguments) for name, arguments in calls):
                 return Verdict(action, rule.text)
     return Verdict(perms.default, "default")
 

@@ -6,14 +6,14 @@ A member's runtime is chosen at spawn — `--runtime` (or `Task`'s `runtime`), e
 team's (`create --runtime`), else the `runtime` setting — and recorded, resolved, in its
 roster entry; an entry without one, from before, runs `teamd`. For `claude-code`, the
 `claude_code` setting names the command, which must answer `--version` with a release
-no older than `OLDEST`. This build does not run Claude Code members yet (the runtime is in
-progress: the forwarder its calls will go through, `teamd.agent.forwarder`, is built), so
-a spawn that resolves to `claude-code` is refused, after those checks, with one line:
-a member is never added that no process of this build could run.
+no older than `OLDEST`, and the `mcp` package (the `claude-code` extra) that serves it the
+team tools must be installed: a member is never added that no process could run. The
+runtime itself is `teamd.agent.claude_code`.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 import shutil
@@ -30,9 +30,7 @@ OLDEST = (2, 1)
 _VERSION = re.compile(r"\b(\d+)\.(\d+)\.(\d+)\b")
 #: `claude --version` answers in well under a second; a hung one is no usable CLI
 VERSION_TIMEOUT = 30.0
-NOT_YET = ("this build of teamd cannot run claude-code members yet (the Claude Code runtime "
-           "is in progress: see the README's \"Claude Code members (in progress)\"); "
-           "spawn it with --runtime teamd")
+NO_MCP = "claude-code members need the mcp package: pip install 'teamd[claude-code]'"
 
 
 def of(member: Mapping[str, Any]) -> str:
@@ -74,8 +72,9 @@ def claude_version(command: str) -> str:
 
 
 def check_spawn(runtime: str, conf: settings.Settings) -> None:
-    """Before a member is added: its runtime can run here. In this build a `claude-code`
-    member cannot (`NOT_YET`), whatever its CLI."""
+    """Before a member is added: its runtime can run here (for `claude-code`: its CLI,
+    and the `mcp` package its team tools are served with)."""
     if runtime == CLAUDE_CODE:
         claude_version(conf.claude_code)
-        raise BadInput(NOT_YET)
+        if importlib.util.find_spec("mcp") is None:
+            raise BadInput(NO_MCP)

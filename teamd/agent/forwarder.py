@@ -75,6 +75,8 @@ class Forwarder:
         # the member's objects (its status, its gate) are written one call at a time
         self.lock = threading.Lock()
         self.upstream = Upstream(self.base_url, member.conf.api_timeout)
+        #: calls answered with what held them (a budget): the runtime's turn ended on one
+        self.refused = 0
         self._httpd: _Server | None = None
 
     def start(self) -> Forwarder:
@@ -121,6 +123,8 @@ class Forwarder:
             # teamd.toml as it is now (SIGHUP applies from the next call: prices, limits)
             m.conf = settings.load_or_keep(m.ws, m.conf)
             line, _ = m.gate.pause()
+            if line is not None:
+                self.refused += 1
         return line
 
     def wait_out_backoff(self) -> None:

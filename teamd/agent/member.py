@@ -61,8 +61,6 @@ class Member:
         self.cwd = Path(member["cwd"])
         if not self.cwd.is_dir():
             raise TeamdError(f"working directory {self.cwd} does not exist")
-        if runtimes.of(member) != runtimes.TEAMD:  # an entry edited by hand: never half-run
-            raise TeamdError(f"runtime {runtimes.of(member)}: {runtimes.NOT_YET}")
         self.prompt = member["prompt"]
         self.model_name = member.get("model") or self.conf.model
         self.effort = str(member.get("effort") or "")  # else the setting's, at each call
@@ -82,19 +80,29 @@ class Member:
         self.turn_ended = False  # the agent ended a turn in this process: tell the lead
         self.shutdowns = Shutdowns(self)
         self.gate = BudgetGate(self, member.get("last_error"))  # budgets before each call
-        self.runtime: Runtime = BuiltinRuntime(self)
+        self.runtime: Runtime = self.make_runtime(runtimes.of(member))
+
+    def make_runtime(self, runtime: str) -> Runtime:
+        """The agent this member runs (CONTRACT §14): the built-in loop, or Claude Code."""
+        if runtime == runtimes.CLAUDE_CODE:
+            from teamd.agent.claude_code.runtime import ClaudeCodeRuntime
+            return ClaudeCodeRuntime(self)
+        return BuiltinRuntime(self)
 
     # -- the loop ------------------------------------------------------------------------
     def run(self) -> int:
         """Work until the process leaves; the exit code (0 shutdown, 75 sleep)."""
         self.catch_signals()
         self.open_conversation()
-        code = self.runtime.start()
-        while code is None:
-            if self.runtime.awaits_input():
-                code = self.idle()
-            if code is None:
-                code = self.work()
+        try:
+            code = self.runtime.start()
+            while code is None:
+                if self.runtime.awaits_input():
+                    code = self.idle()
+                if code is None:
+                    code = self.work()
+        finally:  # shutdown, sleep, a crash: what the agent runs goes with the member
+            self.runtime.stop()
         return code
 
     def catch_signals(self) -> None:

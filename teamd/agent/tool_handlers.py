@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -231,7 +230,7 @@ def send_message(box: Toolbox, recipient: str, content: str, type: str = "messag
         approve=approve, reason=None if answer else reason,
         feedback=(feedback if feedback is not None else content.strip() or None)
         if answer else feedback, summary=summary, words=actions.TOOL_INPUTS,
-        pid=os.getpid())
+        pid=box.pid)
     msg = sent.messages[0]
     if type == "broadcast":
         names = ", ".join(c["recipient"] for c in sent.messages)

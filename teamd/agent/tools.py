@@ -57,6 +57,23 @@ def _one_line(text: str) -> str:
     return re.sub(r"\s*\n\s*", " ", text).strip() or "failed"
 
 
+def journal_call(ws: Workspace, team: str, member: str, name: str, tool_input: Any,
+                 result: ToolResult, ms: int) -> None:
+    """The `tool_call` event of a call that ran (its input cut short and redacted, the
+    reason of a failure), whichever agent ran it."""
+    try:
+        if not ws.store.team_exists(team):
+            # The team was just deleted (TeamDelete of one's own team): journalling now
+            # would recreate its folder, since the lock file's parents get created.
+            return
+        shown = json.loads(_redact(json.dumps(short(tool_input), default=str)))
+        why = {"error": _one_line(result.content)[:ERROR_SHOWN]} if result.is_error else {}
+        events.emit(ws, team, "tool_call", member=member, tool=str(name)[:INPUT_SHOWN],
+                    input=shown, ok=not result.is_error, ms=ms, **why)
+    except Exception:  # the journal is history, not control: never fail a tool over it
+        log.warning("could not journal tool_call %s", name, exc_info=True)
+
+
 class Toolbox:
     """Runs the tools of one member (`member` of `team`, of `kind`) against the workspace.
 
@@ -70,7 +87,7 @@ class Toolbox:
                  bash_timeout: float, plan_mode_required: bool,
                  joined_at: float | None = None,
                  waiter: Callable[[str], Json] | None = None,
-                 conf: settings_mod.Settings | None = None) -> None:
+                 conf: settings_mod.Settings | None = None, pid: int | None = None) -> None:
         if kind not in KINDS:
             raise ValueError(f"unknown member kind {kind!r}; one of: {', '.join(KINDS)}")
         self.ws = ws
@@ -98,6 +115,8 @@ class Toolbox:
         # a broken teamd.toml keeps them, never falls back to no rules and no hooks
         self.conf = conf if conf is not None else settings_mod.load(ws)
         self._use_id: str | None = None
+        #: the member process it acts for (its own, or the one a helper serves)
+        self.pid = os.getpid() if pid is None else pid
 
     def kill_running(self) -> None:
         """SIGKILL the process group of every command and hook running now, so a member
@@ -138,18 +157,7 @@ class Toolbox:
             result = ToolResult(_one_line(text), is_error=True)
         result = replace(result, content=_redact(result.content))
         ms = int((time.monotonic() - started) * 1000)
-        try:
-            if not self.ws.store.team_exists(self.team):
-                # The team was just deleted (TeamDelete of one's own team): journalling now
-                # would recreate its folder, since the lock file's parents get created.
-                return result
-            shown = json.loads(_redact(json.dumps(short(tool_input), default=str)))
-            why = {"error": _one_line(result.content)[:ERROR_SHOWN]} if result.is_error else {}
-            events.emit(self.ws, self.team, "tool_call", member=self.member,
-                        tool=str(name)[:INPUT_SHOWN], input=shown, ok=not result.is_error,
-                        ms=ms, **why)
-        except Exception:  # the journal is history, not control: never fail a tool over it
-            log.warning("could not journal tool_call %s", name, exc_info=True)
+        journal_call(self.ws, self.team, self.member, name, tool_input, result, ms)
         return result
 
     def _dispatch(self, name: str, tool_input: Any) -> ToolResult:
@@ -157,52 +165,69 @@ class Toolbox:
             raise ToolError(f"unknown tool {name!r}; available: {', '.join(sorted(self.names))}")
         if name not in self.names:
             raise ToolError(f"{name} is not available to a {self.kind}")
-        args = validate_input(name, tool_input)
+        args = self.admit(name, tool_input)
+        return HANDLERS[name](self, **args)
+
+    def admit(self, name: str | None, tool_input: Any, tool_use_id: str | None = None,
+              own: tuple[str, Json] | None = None) -> Json:
+        """Everything a call passes before it runs (CONTRACT §11): its schema, the plan
+        gate, what no rule opens, the rules (an ask waits for its answer), `pre_tool_use`;
+        its checked input, or ToolError / Blocked. Claude Code's own tools pass it too
+        (`teamd.agent.claude_code.pretool`): `own` is the call (its tool's name, its
+        input), which rules naming that tool also decide, and which the journal, the ask
+        and the hook name; `name` the ruled tool standing for it, or None if none does."""
+        if tool_use_id is not None:
+            self._use_id = tool_use_id
+        args = validate_input(name, tool_input) if name is not None else {}
         if name in GATED:
             self._check_plan_gate()
         if name in protected.WRITING_TOOLS:  # before the rules: no rule can open these
             self.guard_write(confine(self.cwd, args["path"]))
         approved = None
-        if name in permission_rules.RULED:
-            approved = self._permit(name, args)
-            self.run_hook("pre_tool_use", tool=name, tool_input=args)
+        if name in permission_rules.RULED or own is not None:
+            approved = self._permit(name, args, own)
+            shown_tool, shown_input = own if own is not None else (name, args)
+            self.run_hook("pre_tool_use", tool=shown_tool, tool_input=shown_input)
             if approved is not None and not requests.set_flag(
                     self.ws, self.team, approved, "ran", when_status="approved")["changed"]:
                 # it ran before a restart (ran is set just before running): never twice
                 raise ToolError(INTERRUPTED)
-        return HANDLERS[name](self, **args)
+        return args
 
     # -- permissions and hooks (CONTRACT §11) ----------------------------------------------
-    def _permit(self, name: str, args: dict[str, Any]) -> str | None:
-        """Apply the rules to a ruled call: None to go ahead, the id of an approved
+    def _permit(self, name: str | None, args: dict[str, Any],
+                own: tuple[str, Json] | None = None) -> str | None:
+        """Apply the rules to a ruled call (or a Claude Code call, `own`, named by its own
+        tool in the journal and the ask): None to go ahead, the id of an approved
         permission request (its `ran` is set just before the call runs), or ToolError.
         A request this call opened before a restart is the truth, whatever the rules
         say now: waited on again if pending, never run twice once approved."""
         record = self.permission_record(self._use_id) if self._use_id else None
+        shown, shown_input = own if own is not None else (str(name), args)
         if record is None:
             conf = self.settings()
             verdict = permissions.decide(conf.permissions,
                                          permissions.always_rules(self.ws, self.team),
-                                         name, args, self.cwd)
+                                         name, args, self.cwd, own)
             if verdict.action == "allow":
                 return None
-            argument = permissions.main_argument(name, args, self.cwd)
+            argument = permissions.main_argument(shown, shown_input, self.cwd)
             if verdict.action == "deny":
-                permissions.journal_denied(self.ws, self.team, self.member, name, argument,
+                permissions.journal_denied(self.ws, self.team, self.member, shown, argument,
                                            verdict.rule)
                 raise ToolError(f'denied by rule "{verdict.rule}"')
             if self.waiter is None:
                 raise ToolError(f'needs permission (rule "{verdict.rule}"), and nobody can '
                                 "be asked from here")
-            record = {"tool": name, "argument": argument, "rule": verdict.rule,
+            record = {"tool": shown, "argument": argument, "rule": verdict.rule,
                       "request_id": permissions.request_id_for(self.team, self.member,
                                                                self._use_id)}
         rid = record["request_id"]
         if record.get("status", "pending") == "pending":
             # the LLM lead's own asks go to the person beside it (CONTRACT §11)
             recipient = USER if self.kind == "lead" else LEAD
-            permissions.open_ask(self.ws, self.team, self.member, recipient, name, args,
-                                 record["argument"], record["rule"], rid)
+            permissions.open_ask(self.ws, self.team, self.member, recipient, shown,
+                                 shown_input, record["argument"], record["rule"], rid)
             assert self.waiter is not None
             record = self.waiter(rid)
         if record["status"] != "approved":

@@ -46,6 +46,10 @@ MODULE_OPS = {"replace": ("os",), "remove": ("os",)}
 ALLOWED: dict[str, tuple[set[str], str]] = {
     "teamd/actions/members.py": ({"is_dir"}, "a new member's working folder exists"),
     "teamd/agent/member.py": ({"is_dir"}, "the member's own working folder exists"),
+    "teamd/agent/claude_code/process.py": ({"ensure_dir"}, "a Claude Code member's HOME, its "
+                                           "own state (a host-local folder: CONTRACT §15)"),
+    "teamd/agent/claude_code/transcript.py": ({"glob"}, "Claude Code's own transcript, in "
+                                              "that state folder"),
     "teamd/agent/tools_files.py": ({"exists", "is_dir", "is_file", "open", "replace", "stat",
                                     "unlink"}, "the file tools, on the member's working tree"),
     "teamd/apikey.py": ({"open"}, "the API key's file (`api_key_file`)"),
@@ -71,7 +75,9 @@ ALLOWED: dict[str, tuple[set[str], str]] = {
 
 #: module → the store's file names it may spell, and why it is not a path built there
 NAMED: dict[str, tuple[set[str], str]] = {
-    "teamd/layout.py": ({"'.teams'"}, "a member process's own stderr log (CONTRACT §15)"),
+    "teamd/layout.py": ({"'.teams'", "/ 'claude'"},
+                        "a member's host-local files: its stderr log, a Claude Code member's "
+                        "state (CONTRACT §15)"),
     "teamd/worktrees.py": ({"'.teams/'", "'.tasks/'"}, "the folders git is told to ignore"),
     "teamctl/demo.py": ({"'.teams/'", "'.tasks/'", "'config.json'", "'events.jsonl'",
                          "'user_inbox.jsonl'"},

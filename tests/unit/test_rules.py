@@ -37,14 +37,18 @@ def verdict(p: Permissions, tool: str, cwd: Path, always: tuple[str, ...] = (),
     ("bash(git push*)", "bash", "git push*"), ("write_file(.git/*)", "write_file", ".git/*"),
     ("edit_file(src/*.py)", "edit_file", "src/*.py"), ("  bash(ls)  ", "bash", "ls"),
     ("bash(echo (a) b)", "bash", "echo (a) b"),  # parentheses inside the pattern
+    # Claude Code's own tools, by their names (CONTRACT §14)
+    ("Bash", "Bash", None), ("Bash(git push*)", "Bash", "git push*"),
+    ("WebFetch(https://*)", "WebFetch", "https://*"), ("Agent", "Agent", None),
 ])
 def test_rules_parse(text: str, tool: str, pattern: str | None) -> None:
     rule = parse_rule(text)
     assert (rule.tool, rule.pattern, rule.text) == (tool, pattern, text.strip())
 
 
-@pytest.mark.parametrize("text", ["Bash", "TaskCreate", "SendMessage(x)", "bash(", "bash()",
-                                  "bash(x", "bash x", "(x)", "", "read_file[x]"])
+@pytest.mark.parametrize("text", ["TaskCreate", "SendMessage(x)", "Task", "bash(", "bash()",
+                                  "bash(x", "bash x", "(x)", "", "read_file[x]", "Agent(x)",
+                                  "webFetch"])
 def test_bad_rules_are_refused_naming_the_rule(text: str) -> None:
     with pytest.raises(BadInput) as info:
         parse_rule(text)
@@ -251,3 +255,24 @@ def test_a_bad_always_changes_nothing_and_the_person_may_answer_by_send(
     assert requests.get(ws, "t", ask["request_id"])["status"] == "approved"
     [answer] = [m for m in inbox.peek(ws, "t", "alice") if m["type"] == "permission_response"]
     assert (answer["sender"], answer["approve"]) == ("user", True)
+
+
+def test_claude_code_calls_meet_rules_on_their_own_tool_and_on_the_ruled_one(
+        tmp_path: Path) -> None:
+    def claude(p: Permissions, tool: str | None, own: str, **inp: str) -> tuple[str, str]:
+        v = decide(p, (), tool, dict(inp) if tool else {}, tmp_path, own=(own, dict(inp)))
+        return v.action, v.rule
+
+    p = perms(deny=["Bash(rm *)", "WebFetch"], ask=["bash(git push*)"])
+    assert claude(p, "bash", "Bash", command="rm -r x") == ("deny", "Bash(rm *)")
+    assert claude(p, "bash", "Bash", command="git push") == ("ask", "bash(git push*)")
+    # a rule naming Claude Code's tool applies to it only, never to the built-in bash
+    assert verdict(p, "bash", tmp_path, command="rm -r x") == ("allow", "default")
+    assert claude(p, None, "WebFetch", url="https://example.com/") == ("deny", "WebFetch")
+    # a tool no rule names (and no ruled tool stands for) is decided by the default
+    assert claude(perms("ask"), None, "WebSearch", query="q") == ("ask", "default")
+    assert claude(perms("ask", allow=["WebSearch(teamd *)"]), None, "WebSearch",
+                  query="teamd docs") == ("allow", "WebSearch(teamd *)")
+    # paths are made relative to the cwd, as for the ruled file tools
+    assert claude(perms(deny=["Write(.git/*)"]), "write_file", "Write",
+                  file_path=str(tmp_path / ".git" / "config")) == ("deny", "Write(.git/*)")

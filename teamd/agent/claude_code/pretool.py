@@ -1,0 +1,163 @@
+"""Section 11 over Claude Code's own tools (CONTRACT §14, "Rules and hooks hold"): the
+PreToolUse hook teamd installs with `--settings`, run by Claude Code before each call of
+any of its tools but the team tools (`mcp__teamd__…`, never ruled).
+
+`python -m teamd.agent.claude_code.pretool ROOT TEAM NAME MEMBER_PID` reads the hook's
+JSON on stdin and maps the call onto the ruled tool that stands for it — `Bash` → `bash`
+(its command); `Read`, `Grep`, `Glob` → `read_file` (the path); `Write`, `NotebookEdit` →
+`write_file`; `Edit`, `MultiEdit` → `edit_file`; any other tool: none — and puts it
+through the member's own `Toolbox.admit`: the plan gate, what no rule opens (teamd's
+files, other members' worktrees), the rules (deny, the team's always rules, ask, allow,
+default; a rule naming the Claude Code tool itself, `Bash(git push*)`, `WebFetch`, applies
+too; a tool no rule names is decided by `default`), and `pre_tool_use`; the journal, the
+ask and the hook name the call by Claude Code's own tool. Allowed: exit 0 with Claude
+Code's `allow` decision. Refused: exit 2 with the reason on stderr — Claude Code gives it
+to the model as the tool's error and the call never runs. An ask opens the permission
+request to the lead (or the person, for the LLM lead) and waits for its answer, up to
+`permission_timeout` (then refused: `timeout`), or until a shutdown is asked of the member
+(refused: `shutting down`); the member is `waiting` meanwhile (written as the member,
+under its pid).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+#: the team tools' names as Claude Code calls them (served by `mcp_server`): never ruled
+TEAM_TOOLS = "mcp__teamd__"
+#: how long Claude Code lets the hook run (it waits for an ask's answer): a day
+HOOK_TIMEOUT = 86400
+
+
+def ruled(tool: str, given: dict[str, Any]) -> tuple[str, dict[str, Any]] | None:
+    """The ruled call Claude Code's call `tool` stands for, or None (not one we map)."""
+    def text(*keys: str) -> str:
+        for key in keys:
+            if isinstance(given.get(key), str) and given[key]:
+                return str(given[key])
+        return "."
+
+    if tool == "Bash":
+        return "bash", {"command": text("command")}
+    if tool in ("Read", "Grep", "Glob"):
+        return "read_file", {"path": text("file_path", "path")}
+    if tool in ("Write", "NotebookEdit"):
+        content = given.get("content", given.get("new_source", ""))
+        return "write_file", {"path": text("file_path", "notebook_path"),
+                              "content": content if isinstance(content, str) else ""}
+    if tool in ("Edit", "MultiEdit"):
+        edits = given.get("edits") if tool == "MultiEdit" else [given]
+        first = edits[0] if isinstance(edits, list) and edits and isinstance(
+            edits[0], dict) else {}
+        return "edit_file", {"path": text("file_path"),
+                             "old_text": str(first.get("old_string") or "-"),
+                             "new_text": str(first.get("new_string") or "")}
+    return None
+
+
+def settings_json(root: Path, team: str, name: str, pid: int) -> str:
+    """The `--settings` JSON installing this hook for the mapped tools."""
+    import shlex
+
+    command = shlex.join([sys.executable, "-m", "teamd.agent.claude_code.pretool",
+                          str(root), team, name, str(pid)])
+    return json.dumps({"hooks": {"PreToolUse": [{"matcher": "*", "hooks": [
+        {"type": "command", "command": command, "timeout": HOOK_TIMEOUT}]}]}})
+
+
+def decide(root: str, team: str, name: str, pid: int, event: dict[str, Any]) -> str | None:
+    """None to let the call run, else why it is refused."""
+    from teamd.agent.claude_code.mcp_server import toolbox
+    from teamd.agent.tools_files import ToolError
+    from teamd.errors import TeamdError
+
+    tool, given = str(event.get("tool_name")), event.get("tool_input") or {}
+    if tool.startswith(TEAM_TOOLS):
+        return None  # the team tools are never ruled
+    call = ruled(tool, given)
+    box = toolbox(root, team, name, pid)
+    box.waiter = lambda rid: answer_of(box, rid)
+    try:
+        box.admit(*(call or (None, {})), tool_use_id=event.get("tool_use_id"),
+                  own=(tool, given))
+    except (ToolError, TeamdError) as exc:
+        return str(exc).strip() or "refused"
+    return None
+
+
+def set_status(box: Any, status: Any) -> None:
+    """The member's status, written as the member (only while `box.pid` is its process:
+    CONTRACT §4)."""
+    from teamd import roster, states
+
+    def change(entry: dict[str, Any]) -> None:
+        if entry.get("pid") == box.pid:
+            states.transition(entry, status, states.Writer.MEMBER)
+
+    roster.update_status(box.ws, box.team, box.member, change)
+
+
+def answer_of(box: Any, request_id: str) -> Any:
+    """Wait for permission request `request_id` to be answered, the member `waiting`
+    meanwhile; its record. Refused as `timeout` after `permission_timeout`."""
+    from teamd import requests
+    from teamd.errors import BadInput
+    from teamd.states import Status
+    from teamd.store.changes import Kind
+
+    with box.ws.store.changes([box.team], kinds=frozenset({Kind.REQUEST})) as feed:
+        set_status(box, Status.WAITING)
+        try:
+            while True:  # the feed is armed before each check: no answer slips past
+                feed.drain()
+                record = requests.get(box.ws, box.team, request_id)
+                if record["status"] != "pending":
+                    return record
+                timeout = box.settings().permission_timeout
+                left = None
+                if timeout > 0:
+                    left = float(record["created_at"]) + timeout - time.time()
+                # a shutdown asked of the member ends the wait, as for any member (its
+                # message reaches Claude Code, through the member, after this call)
+                stopping = any(r["kind"] == "shutdown" and r["recipient"] == box.member
+                               for r in requests.list_requests(box.ws, box.team, True))
+                if stopping or (left is not None and left <= 0):
+                    try:
+                        return requests.answer(box.ws, box.team, request_id, False,
+                                               reason="shutting down" if stopping else
+                                               "timeout")
+                    except BadInput:
+                        continue  # answered meanwhile: that answer stands
+                feed.wait(left)
+        finally:
+            set_status(box, Status.ACTIVE)
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 4:
+        print("usage: python -m teamd.agent.claude_code.pretool ROOT TEAM NAME PID",
+              file=sys.stderr)
+        return 2
+    try:
+        event = json.loads(sys.stdin.read())
+    except ValueError as exc:
+        print(f"teamd: the hook's input is not JSON ({exc}): refused", file=sys.stderr)
+        return 2
+    try:
+        why = decide(argv[0], argv[1], argv[2], int(argv[3]), event)
+    except Exception as exc:  # fail closed: any other exit lets Claude Code run the call
+        why = f"teamd could not check this call ({type(exc).__name__}: {exc}): refused"
+    if why is not None:
+        print(why, file=sys.stderr)
+        return 2
+    print(json.dumps({"hookSpecificOutput": {"hookEventName": "PreToolUse",
+                                             "permissionDecision": "allow"}}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,265 @@
+"""The Claude Code runtime (CONTRACT §14): the member's agent is the Claude Code CLI,
+headless, behind `teamd.agent.runtime.Runtime`.
+
+The member does all it does for any runtime (intake, idle and sleep, hooks, the shutdown
+protocol, status); this runtime starts the forwarder (`teamd.agent.forwarder`) and the CLI
+(`process`) with the member, and each turn:
+
+- gives Claude Code, as user turns, the member's recorded input it has not been given yet
+  (the prompt, inbox messages in section 6's form, `<auto-claimed>` tasks, hook feedback):
+  each is in the session before it is written to the CLI. Written while Claude Code works,
+  a turn is absorbed after its next tool call (Claude Code 2.1.332, measured): a message
+  never waits for the end of a long turn;
+- mirrors what Claude Code says (its replies, tool calls and results) into the session, so
+  `attach` and `transcript` show the conversation as for any member, and journals each of
+  its own tool calls as a `tool_call` event;
+- ends the turn at Claude Code's `result` once everything given is taken in — unless the
+  forwarder refused its call at a budget: then the member stays `paused` until the budget
+  is raised, and a user turn tells Claude Code to go on.
+
+Its session id is chosen by the member and recorded (`claude_session`) before the CLI first
+starts, so a restarted member resumes it (`--resume`). After a crash of either process, the
+input Claude Code took in is read from its own transcript (`transcript`): only the rest is
+given again. A turn the crash cut short (input taken in, no `result` mirrored after it) is
+resumed by a user turn saying so, naming the tool calls that were running: Claude Code
+never runs them again by itself, and the note tells the model they were not re-run. A CLI
+that dies on its own is a crash of the member; the CLI dies with it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import queue
+import time
+import uuid
+from typing import TYPE_CHECKING, Any
+
+from teamd import requests
+from teamd.agent.claude_code import pretool, process, transcript
+from teamd.agent.forwarder import Forwarder
+from teamd.agent.runtime import GOES_ON, TurnOutcome
+from teamd.agent.session import INTERRUPTED, render_message
+from teamd.agent.tool_handlers import ToolResult
+from teamd.agent.tools import journal_call
+from teamd.files import Json
+from teamd.states import Status
+
+if TYPE_CHECKING:
+    from teamd.agent.member import Member
+
+log = logging.getLogger(__name__)
+
+#: how long a turn step waits for Claude Code before taking the inbox in again
+POLL = 0.25
+#: the session record of the Claude Code session id
+SESSION_RECORD = "claude_session"
+#: the session record of the end of one of its turns (its `result` event)
+RESULT_RECORD = "claude_result"
+#: the exit code of a member whose Claude Code died on its own (a crash)
+EXIT_CRASH = 1
+#: what the member's system prompt (written for any runtime) means in Claude Code's words
+TOOLS_NOTE = ("In Claude Code, the team's tools are those of the MCP server `teamd` "
+              "(mcp__teamd__SendMessage, mcp__teamd__TaskUpdate, …), and bash, read_file, "
+              "write_file and edit_file are your Bash, Read, Write and Edit.")
+#: the user turn that lets Claude Code go on once the budget that paused it is raised
+GO_ON = "The budget that paused your work was raised: go on from where you were."
+
+
+def input_text(record: Json) -> str | None:
+    """The user turn a session record gives Claude Code, or None if it is no input (a
+    mirrored reply, a hidden message, the session id)."""
+    if record.get("hidden"):
+        return None
+    if record["type"] == "inbox":
+        return "\n".join(render_message(m) for m in record["messages"])
+    if record["type"] == "user" and not record.get("mirrored"):
+        return "\n".join(b["text"] for b in record["content"] if b.get("type") == "text")
+    return None
+
+
+class ClaudeCodeRuntime:
+    """One member process's Claude Code. `given`: indices of the session's input records
+    Claude Code has (or is being) given; `busy`: it is at work on a turn."""
+
+    def __init__(self, member: Member) -> None:
+        self.m = member
+        self.home = member.ws.claude_state(member.team, member.name)
+        self.forwarder: Forwarder | None = None
+        self.cli: process.ClaudeProcess | None = None
+        self.session_id = ""
+        self.given: set[int] = set()
+        self.busy = False
+        #: the forwarder's refusals (at a budget) seen at the end of a turn
+        self.refused = 0
+        #: Claude Code's own tool calls under way: id → (name, input, when seen)
+        self.calls: dict[str, tuple[str, Any, float]] = {}
+
+    # -- the Runtime interface -----------------------------------------------------------
+    def start(self) -> int | None:
+        m = self.m
+        known = [r["id"] for r in m.session.records if r["type"] == SESSION_RECORD]
+        if known:
+            self.session_id = str(known[-1])
+        else:  # recorded before the CLI first runs: a restart finds it
+            self.session_id = str(uuid.uuid4())
+            m.session.append({"type": SESSION_RECORD, "id": self.session_id})
+        resume = transcript.path(self.home, self.session_id) is not None
+        # what a crash of either process left: input Claude Code never took in
+        inputs = self.inputs()
+        missing = set(transcript.not_taken(
+            [text for _, text in inputs], transcript.taken_in(self.home, self.session_id)))
+        self.given = {index for n, (index, _) in enumerate(inputs) if n not in missing}
+        note = self.cut_turn()
+        if note is not None:  # recorded, so given exactly once like any input
+            m.session.append({"type": "user", "content": [{"type": "text", "text": note}]})
+        self.forwarder = Forwarder(m).start()
+        argv = process.command(
+            m.conf.claude_code, model=m.model_name, effort=m.effort or m.conf.effort,
+            system=f"{m.system}\n{TOOLS_NOTE}", session_id=self.session_id, resume=resume,
+            mcp=process.mcp_config(m.ws.root, m.team, m.name),
+            settings=pretool.settings_json(m.ws.root, m.team, m.name, os.getpid()))
+        self.cli = process.ClaudeProcess(argv, m.cwd, process.environment(
+            self.home, self.forwarder.url, self.forwarder.stand_in))
+        log.info("claude code %d started (%s session %s)", self.cli.pid,
+                 "resuming" if resume else "new", self.session_id)
+        return None
+
+    def awaits_input(self) -> bool:
+        return not self.busy and not self.unsent()
+
+    def take_turn(self) -> TurnOutcome:
+        """Give what is new, then take one thing Claude Code says (or wait POLL for it)."""
+        cli = self.cli
+        assert cli is not None
+        self.m.take_in()
+        for index, text in self.unsent():
+            if self.m.standing.status != Status.ACTIVE:
+                self.m.standing.set_status(Status.ACTIVE)
+            if not cli.send(text):
+                break  # its end is on the event queue: the crash is seen below
+            self.given.add(index)
+            self.busy = True
+        if not self.busy:
+            return GOES_ON  # nothing for it to do (a hidden message): the member idles
+        try:
+            event = cli.events.get(timeout=POLL)
+        except queue.Empty:
+            return GOES_ON
+        if event is None:
+            log.error("claude code %d died on its own (exit %s): the member crashes",
+                      cli.pid, cli.popen.wait())
+            return TurnOutcome(exit_code=EXIT_CRASH)
+        return self.heard(event)
+
+    def stop(self) -> None:
+        if self.cli is not None:
+            self.cli.kill()
+        if self.forwarder is not None:
+            self.forwarder.stop()
+
+    # -- input and output ----------------------------------------------------------------
+    def inputs(self) -> list[tuple[int, str]]:
+        """The session's input records, in order: (index, the user turn's text)."""
+        found = []
+        for index, record in enumerate(self.m.session.records):
+            text = input_text(record)
+            if text is not None:
+                found.append((index, text))
+        return found
+
+    def cut_turn(self) -> str | None:
+        """The note resuming a turn the last process left cut short, or None: input was
+        taken in and no `result` came after it."""
+        records = self.m.session.records
+        if not self.given:
+            return None
+        last = max(self.given)
+        after = records[last + 1:]
+        if any(r["type"] == RESULT_RECORD for r in after):
+            return None
+        done = {r["block"].get("tool_use_id") for r in after if r["type"] == "tool_result"}
+        cut = [b.get("name", "?") for r in after if r["type"] == "assistant"
+               for b in r["content"] if b.get("type") == "tool_use" and b.get("id") not in done]
+        calls = f" Its tool calls then running ({', '.join(cut)}) were {INTERRUPTED}." \
+            if cut else ""
+        return f"Your last turn was cut short by a restart.{calls} Go on from where you were."
+
+    def forwarder_refused(self) -> int:
+        return 0 if self.forwarder is None else self.forwarder.refused
+
+    def paused(self) -> TurnOutcome:
+        """Its turn ended on a call the forwarder refused at a budget (the member is
+        `paused`): wait until the budget is raised or removed, if it is not already (a
+        shutdown_request ends the wait, `Leave`), then tell Claude Code to go on — a
+        recorded input like any other."""
+        self.busy = False
+        self.m.gate.wait()
+        self.m.session.append({"type": "user", "content": [{"type": "text", "text": GO_ON}]})
+        return GOES_ON
+
+    def approved_shutdown(self) -> bool:
+        """Claude Code approved a shutdown request it was shown (its SendMessage ran in
+        the MCP server): the member leaves, exit 0, as after the built-in loop's."""
+        m = self.m
+        return any(requests.get(m.ws, m.team, rid)["status"] == "approved"
+                   for rid in m.shutdowns.asks)
+
+    def journal(self, result: Json) -> None:
+        """A `tool_call` event for one of Claude Code's own calls that ended (the team
+        tools journal their own, in the MCP server)."""
+        call = self.calls.pop(str(result.get("tool_use_id")), None)
+        if call is None or call[0].startswith(f"mcp__{process.MCP_NAME}__"):
+            return
+        name, given, seen = call
+        content = result.get("content")
+        text = content if isinstance(content, str) else json.dumps(content)
+        journal_call(self.m.ws, self.m.team, self.m.name, name, given,
+                     ToolResult(text, is_error=bool(result.get("is_error"))),
+                     int((time.monotonic() - seen) * 1000))
+
+    def unsent(self) -> list[tuple[int, str]]:
+        return [(i, text) for i, text in self.inputs() if i not in self.given]
+
+    def heard(self, event: Json) -> TurnOutcome:
+        """One stream-json event: a reply or a tool result mirrored into the session, the
+        end of a turn."""
+        kind, message = event.get("type"), event.get("message")
+        if kind == "assistant" and isinstance(message, dict):
+            content = message.get("content") or []
+            self.m.session.append({"type": "assistant", "mirrored": True,
+                                   "content": content,
+                                   "stop_reason": message.get("stop_reason")})
+            for block in content:
+                if isinstance(block, dict) and block.get("type") == "tool_use":
+                    self.calls[str(block.get("id"))] = (
+                        str(block.get("name")), block.get("input"), time.monotonic())
+        elif kind == "user" and isinstance(message, dict) and isinstance(
+                message.get("content"), list):
+            for block in message["content"]:
+                if isinstance(block, dict) and block.get("type") == "tool_result":
+                    self.m.session.append({"type": "tool_result", "mirrored": True,
+                                           "block": block})
+                    self.journal(block)
+            if self.approved_shutdown():  # through SendMessage: finish as section 6 says
+                return TurnOutcome(exit_code=self.m.shutdowns.leave())
+        elif kind == "result":
+            self.m.session.append({"type": RESULT_RECORD, "subtype": event.get("subtype"),
+                                   "is_error": bool(event.get("is_error"))})
+            # a turn written after its last tool call is still queued: another turn follows
+            taken = transcript.taken_in(self.home, self.session_id)
+            given = [text for index, text in self.inputs() if index in self.given]
+            self.busy = bool(transcript.not_taken(given, taken))
+            refused = self.forwarder_refused() > self.refused
+            self.refused = self.forwarder_refused()
+            if event.get("is_error"):
+                if refused:  # a call held at a budget (raised since, maybe)
+                    return self.paused()
+                self.m.standing.update(last_error=f"claude code: {event.get('result')}"[:500])
+            if not self.busy:
+                return TurnOutcome(ended=True)
+        return GOES_ON
+
+
+__all__ = ["ClaudeCodeRuntime"]

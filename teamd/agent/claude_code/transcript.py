@@ -1,0 +1,108 @@
+"""What Claude Code's own transcript says it took in (CONTRACT §14, "Delivery, exactly
+once"): after a crash of either process, the member gives Claude Code only the recorded
+input it never took in.
+
+Claude Code (2.1.x) writes its session to `{HOME}/.claude/projects/{cwd, escaped}/{id}.jsonl`
+before it sends anything to the model. A user turn it took in is there as a `user` entry
+whose content is the turn's text; a turn written to it while it worked is absorbed after its
+next tool call (measured on 2.1.332: one result for the whole turn), and is there as an
+`attachment` of type `queued_command` with the turn's text as its `prompt` (and, written
+just before, a `queue-operation` `remove` with reason `absorbed_mid_turn` and the text as
+its `content`: either counts, once). A turn it only
+queued (an `enqueue` and nothing after) was never seen by the model: it is given again.
+
+Claude Code writes its transcript a little after it acts: a turn's `user` entry may land
+after the request carrying it was sent, while the `dequeue` that took the turn off its
+queue is already written. Turns are dequeued in the order they were written to it, so a
+`dequeue` with no `user` entry yet stands for the earliest given turn not accounted for:
+it was taken in, and is not given again.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from teamd import files
+
+
+def path(home: Path, session_id: str) -> Path | None:
+    """The transcript of session `session_id` under Claude Code's HOME, if it has one."""
+    found = sorted((home / ".claude" / "projects").glob(f"*/{session_id}.jsonl"))
+    return found[0] if found else None
+
+
+def _text(content: Any) -> str | None:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        texts = [b.get("text") for b in content if isinstance(b, dict)]
+        if texts and all(isinstance(t, str) for t in texts):
+            return "\n".join(str(t) for t in texts)
+    return None
+
+
+@dataclass
+class Taken:
+    """What a transcript says was taken in: the texts of its `user` turns (`turns`) and of
+    turns absorbed mid-turn (`absorbed`), in order, and how many turns were dequeued."""
+
+    turns: list[str] = field(default_factory=list)
+    absorbed: Counter[str] = field(default_factory=Counter)
+    dequeued: int = 0
+
+
+def taken_in(home: Path, session_id: str) -> Taken:
+    """What Claude Code's transcript of `session_id` says it took in (a torn or bad line
+    is skipped; no transcript: nothing)."""
+    where = path(home, session_id)
+    taken = Taken()
+    if where is None:
+        return taken
+    try:
+        data = where.read_bytes()
+    except FileNotFoundError:
+        return taken
+    attached: Counter[str] = Counter()
+    removed: Counter[str] = Counter()
+    for entry in files.parse_lines(data).records:
+        kind = entry.get("type")
+        if kind == "user" and isinstance(entry.get("message"), dict):
+            text = _text(entry["message"].get("content"))
+            if text is not None:
+                taken.turns.append(text)
+        elif kind == "attachment" and isinstance(entry.get("attachment"), dict):
+            attachment = entry["attachment"]
+            if attachment.get("type") == "queued_command":
+                text = _text(attachment.get("prompt"))
+                if text is not None:
+                    attached[text] += 1
+        elif kind == "queue-operation" and entry.get("operation") == "dequeue":
+            taken.dequeued += 1
+        elif kind == "queue-operation" and entry.get("operation") == "remove" and \
+                entry.get("reason") == "absorbed_mid_turn":
+            text = _text(entry.get("content"))
+            if text is not None:
+                removed[text] += 1
+    taken.absorbed = attached | removed  # the same turn, said twice: counted once
+    return taken
+
+
+def not_taken(texts: Iterable[str], taken: Taken) -> list[int]:
+    """The positions in `texts` (the turns given, in order) that `taken` does not account
+    for: each text taken in counts once, for the first turn that says it; then a dequeue
+    not yet followed by its `user` entry accounts for the earliest turn left."""
+    given = list(texts)
+    left = Counter(taken.turns) + taken.absorbed
+    missing = []
+    for i, text in enumerate(given):
+        if left[text] > 0:
+            left[text] -= 1
+        else:
+            missing.append(i)
+    ours = set(given)
+    unrecorded = max(0, taken.dequeued - sum(1 for t in taken.turns if t in ours))
+    return missing[unrecorded:]

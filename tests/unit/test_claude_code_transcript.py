@@ -1,0 +1,69 @@
+"""Which recorded turns Claude Code took in, read from its own transcript (CONTRACT §14,
+"Delivery, exactly once"): entries shaped as Claude Code 2.1.332 writes them (seen in the
+transcripts of the e2e tests), a real file under a Claude Code HOME."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from teamd.agent.claude_code import transcript
+
+SID = "0d3b17a4-138c-4ad7-91f2-93f5cf201fc1"
+
+
+def queue(operation: str, **extra: Any) -> dict[str, Any]:
+    return {"type": "queue-operation", "operation": operation, "sessionId": SID, **extra}
+
+
+def user(text: str) -> dict[str, Any]:
+    return {"type": "user", "message": {"role": "user", "content": [
+        {"type": "text", "text": text}]}, "sessionId": SID}
+
+
+def absorbed(text: str) -> dict[str, Any]:
+    return {"type": "attachment", "attachment": {
+        "type": "queued_command", "prompt": [{"type": "text", "text": text}]}}
+
+
+def write(home: Path, entries: list[dict[str, Any]], tail: bytes = b"") -> None:
+    folder = home / ".claude" / "projects" / "-work"
+    folder.mkdir(parents=True)
+    (folder / f"{SID}.jsonl").write_bytes(
+        b"".join(json.dumps(e).encode() + b"\n" for e in entries) + tail)
+
+
+def test_turns_taken_in_are_not_given_again(tmp_path: Path) -> None:
+    tool_result = {"type": "user", "message": {"role": "user", "content": [
+        {"type": "tool_result", "tool_use_id": "t1", "content": "ok"}]}}
+    write(tmp_path, [
+        queue("enqueue"), queue("dequeue"), queue("enqueue"), user("prompt"),
+        {"type": "assistant", "message": {"content": [{"type": "text", "text": "A"}]}},
+        queue("dequeue"), user("A"), tool_result,
+        queue("enqueue"),  # B: written mid-turn, absorbed after the next tool call
+        queue("remove", content="B", reason="absorbed_mid_turn"), absorbed("B"),
+        queue("enqueue"),  # C: only queued when it died
+    ], tail=b'{"type":"user","message":{"role":"us')  # a torn last line
+    taken = transcript.taken_in(tmp_path, SID)
+    # the same text given twice is taken twice only if it is there twice
+    assert transcript.not_taken(["prompt", "A", "B", "C", "A", "B"], taken) == [3, 4, 5]
+
+
+def test_a_dequeue_written_before_its_user_entry_counts_as_taken(tmp_path: Path) -> None:
+    # Claude Code sent the request for "LATE" (dequeued) and died before writing its entry
+    write(tmp_path, [queue("enqueue"), queue("dequeue"), user("prompt"),
+                     queue("enqueue"), queue("dequeue"), queue("enqueue")])
+    taken = transcript.taken_in(tmp_path, SID)
+    assert transcript.not_taken(["prompt", "LATE", "NEVER"], taken) == [2]
+
+
+def test_absorbed_only_as_a_remove_still_counts_once(tmp_path: Path) -> None:
+    write(tmp_path, [queue("remove", content="B", reason="absorbed_mid_turn")])
+    taken = transcript.taken_in(tmp_path, SID)
+    assert transcript.not_taken(["B", "B"], taken) == [1]
+
+
+def test_no_transcript_yet_means_nothing_was_taken(tmp_path: Path) -> None:
+    assert transcript.path(tmp_path, SID) is None
+    assert transcript.not_taken(["prompt", "A"], transcript.taken_in(tmp_path, SID)) == [0, 1]

@@ -271,10 +271,9 @@ def claim(ws: Workspace, team: str, member: str, task_id: int) -> Json | None:
         tasks: Mapping[int, Task] = _Board(ws, team)  # the task and its blockers only
         if task_id not in tasks:
             raise BadInput(f"unknown task #{task_id} in team {team!r}")
-        candidates = [tasks[task_id]] if is_claimable(tasks, tasks[task_id], member) else []
-        if not candidates:
+        task = tasks[task_id]
+        if not is_claimable(tasks, task, member):
             return None
-        task = candidates[0]
         now = time.time()
         task.update({"owner": member, "status": "in_progress", "claimed_at": now})
         _save(ws, team, task)

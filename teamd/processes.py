@@ -338,7 +338,9 @@ def child_main(ws: Workspace, team: str, name: str, conf: Settings, parent_pid: 
         os.setpgid(0, 0)
         die_with_parent(signal.SIGTERM, parent_pid)
         reset_signals()
-        redirect_stdio(str(ws.member_log(team, name)))
+        log_file = ws.member_log(team, name)  # this host's own file, whatever the store
+        files.ensure_dir(log_file.parent)
+        redirect_stdio(str(log_file))
         raise_oom_score_adj()
         set_dumpable(False)
         close_fds(keep=[go_r] if wake_r is None else [go_r, wake_r])

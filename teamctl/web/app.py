@@ -109,6 +109,8 @@ def build(ws: Workspace, keys: Keys) -> Guard:
                 yield "retry: 1000\n: live\n\n"
                 while True:
                     changed = await queue.get()
+                    if changed is None:  # the feed stopped: the page reconnects, anew
+                        return
                     yield f"data: {json.dumps(sorted(changed))}\n\n"
             finally:
                 hub.unsubscribe(queue)

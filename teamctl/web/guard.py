@@ -99,9 +99,11 @@ class Guard:
         self.keys = keys
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
+        if scope["type"] == "lifespan":
             await self.app(scope, receive, send)
             return
+        if scope["type"] != "http":  # a WebSocket would skip every check below: refused
+            raise RuntimeError(f"teamctl web serves no {scope['type']} connection")
         headers = _headers(scope)
         host = headers.get("host", "").lower()
         origin = headers.get("origin")

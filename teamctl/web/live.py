@@ -46,12 +46,12 @@ class Hub:
 
     def __init__(self, ws: Workspace) -> None:
         self.ws = ws
-        self.queues: set[tuple[asyncio.AbstractEventLoop, asyncio.Queue[set[str]]]] = set()
+        self.queues: set[tuple[asyncio.AbstractEventLoop, asyncio.Queue[set[str] | None]]] = set()
         self.lock = threading.Lock()
         self.thread: threading.Thread | None = None
 
-    def subscribe(self) -> asyncio.Queue[set[str]]:
-        queue: asyncio.Queue[set[str]] = asyncio.Queue()
+    def subscribe(self) -> asyncio.Queue[set[str] | None]:
+        queue: asyncio.Queue[set[str] | None] = asyncio.Queue()
         with self.lock:
             self.queues.add((asyncio.get_running_loop(), queue))
             if self.thread is None:
@@ -59,7 +59,7 @@ class Hub:
                 self.thread.start()
         return queue
 
-    def unsubscribe(self, queue: asyncio.Queue[set[str]]) -> None:
+    def unsubscribe(self, queue: asyncio.Queue[set[str] | None]) -> None:
         with self.lock:
             self.queues = {(loop, q) for loop, q in self.queues if q is not queue}
 
@@ -70,5 +70,9 @@ class Hub:
                     targets = list(self.queues)
                 for loop, queue in targets:
                     loop.call_soon_threadsafe(queue.put_nowait, teams)
-        except Exception:  # the page falls back to what it shows; say why, once
-            log.exception("the live feed stopped")
+        except Exception:  # say why; end every open stream, so each page reconnects
+            log.exception("the live feed stopped; starting it again for the next page")
+            with self.lock:
+                targets, self.queues, self.thread = list(self.queues), set(), None
+            for loop, queue in targets:
+                loop.call_soon_threadsafe(queue.put_nowait, None)

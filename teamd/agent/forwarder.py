@@ -36,7 +36,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any, cast
 
 from teamd import apikey, ratelimit, settings
-from teamd.agent import accounting, model
+from teamd.agent import accounting, model, retry_advice
 from teamd.agent.sse_usage import UsageReader
 from teamd.agent.upstream import Upstream
 from teamd.files import Json
@@ -150,11 +150,11 @@ class Forwarder:
             accounting.count_call(m, model_name, usage, ms=ms, stop_reason=reader.stop_reason,
                                   error=error)
             if status in model.SHARED_BACKOFF_STATUSES:
-                advice = model.retry_after(headers)
+                advice = retry_advice.retry_after(headers)
                 wait = min(m.conf.retry_max_wait, 1.0 if advice is None else advice)
                 accounting.rate_limited(m, model_name, status, time.time() + wait,
                                         "backoff" if advice is None else "retry-after")
-            elif (until := model.limited_until(headers)) is not None:
+            elif (until := retry_advice.limited_until(headers)) is not None:
                 accounting.hold_root_back(m, model_name, until)
 
 

@@ -28,8 +28,8 @@ class Kind(StrEnum):
 
 @dataclass(frozen=True)
 class Change:
-    """One thing that changed. `team` is None only for root-wide things; `name` is the
-    member (SPEC: None; TASK: the task id as text; REQUEST: the request id)."""
+    """One thing that changed, in `team`; `name` is the member (SPEC, TEAM, TASK_IDS,
+    SPEND, JOURNAL: None; TASK: the task id as text; REQUEST: the request id)."""
 
     kind: Kind
     team: str

@@ -16,6 +16,8 @@ import ast
 import re
 from pathlib import Path
 
+from teamd.store.api import Store
+
 ROOT = Path(__file__).resolve().parents[2]
 STORE = ("teamd/store/files/", "teamd/files.py", "teamd/linescan.py", "teamd/watch.py")
 
@@ -38,7 +40,10 @@ PATH_METHODS = {
 FILE_OPS = {"open", "flock", "lockf", "glob", "rglob", "listdir", "scandir", "iterdir",
             "stat", "lstat", "exists", "is_file", "is_dir", "rename", "unlink", "rmtree",
             "rmdir", "Watcher", "wait_for", "lock", "write_json", "read_json", "append_jsonl",
-            "read_jsonl", "ensure_dir"}
+            "read_jsonl", "ensure_dir", "read_text", "read_bytes", "write_text",
+            "write_bytes", "mkdir", "touch", "copytree", "copyfile", "copy2", "move"}
+#: asking the store is no file operation: its methods, called on `….store`
+STORE_METHODS = {name for name in dir(Store) if not name.startswith("_")}
 #: names that are file operations only on these modules (`str.replace`, `list.remove` are not)
 MODULE_OPS = {"replace": ("os",), "remove": ("os",)}
 
@@ -48,28 +53,36 @@ ALLOWED: dict[str, tuple[set[str], str]] = {
     "teamd/agent/member.py": ({"is_dir"}, "the member's own working folder exists"),
     "teamd/agent/claude_code/process.py": ({"ensure_dir"}, "a Claude Code member's HOME, its "
                                            "own state (a host-local folder: CONTRACT §15)"),
-    "teamd/agent/claude_code/transcript.py": ({"glob"}, "Claude Code's own transcript, in "
-                                              "that state folder"),
-    "teamd/agent/tools_files.py": ({"exists", "is_dir", "is_file", "open", "replace", "stat",
-                                    "unlink"}, "the file tools, on the member's working tree"),
+    "teamd/agent/claude_code/transcript.py": ({"glob", "read_bytes"}, "Claude Code's own "
+                                              "transcript, in that state folder"),
+    "teamd/agent/tools_files.py": ({"exists", "is_dir", "is_file", "mkdir", "open",
+                                    "read_bytes", "replace", "stat", "unlink"},
+                                   "the file tools, on the member's working tree"),
+    "teamd/deprecations.py": ({"read_text"}, "the installed SDK's sources (read, never run)"),
+    "teamd/prices.py": ({"read_text"}, "the price table shipped with the package"),
+    "teamd/scripted/scenario.py": ({"read_text"}, "a scenario file of the scripted model"),
     "teamd/apikey.py": ({"open"}, "the API key's file (`api_key_file`)"),
     "teamd/branches.py": ({"exists"}, "a member's worktree under .worktrees/"),
     "teamd/proc.py": ({"listdir", "open"}, "/proc/self, and the member's own stderr log"),
-    "teamd/processes.py": ({"listdir"}, "/proc/self/fd: descriptors left before a fork"),
+    "teamd/processes.py": ({"listdir", "ensure_dir"}, "/proc/self/fd: descriptors left "
+                           "before a fork; the folder of the member's own stderr log"),
     "teamd/scripted/__main__.py": ({"exists", "glob", "is_file"},
                                    "the scripted model server's scenario files (a test tool)"),
     "teamd/scripted/record.py": ({"open"}, "the scripted model server's request log"),
-    "teamd/settings.py": ({"exists", "is_file", "stat"}, "teamd.toml"),
-    "teamd/worktrees.py": ({"exists", "is_dir", "rmdir", "rmtree", "stat"},
+    "teamd/settings.py": ({"exists", "is_file", "read_text", "stat"}, "teamd.toml"),
+    "teamd/worktrees.py": ({"exists", "is_dir", "mkdir", "read_text", "rmdir", "rmtree",
+                            "stat"},
                            "the repository and .worktrees/"),
-    "teamctl/cli.py": ({"open"}, "/dev/null, for a stdout that went away"),
+    "teamctl/cli.py": ({"mkdir", "open"}, "the root `init` makes; /dev/null, for a stdout "
+                       "that went away"),
     "teamctl/config.py": ({"is_file"}, "teamd.toml"),
-    "teamctl/demo.py": ({"ensure_dir", "exists", "is_dir", "open"},
+    "teamctl/demo.py": ({"ensure_dir", "exists", "is_dir", "open", "write_text"},
                         "the demo's own root, its work folder and teamd.log; its closing list "
                         "of the files a person can read with cat (the files store's)"),
     "teamctl/gitviews.py": ({"exists", "is_dir"}, "members' worktrees under .worktrees/"),
     "teamctl/params.py": ({"is_dir"}, "the root given exists"),
-    "teamctl/web/app.py": ({"is_file", "iterdir"}, "the web view's own static assets"),
+    "teamctl/web/app.py": ({"is_file", "iterdir", "read_bytes"},
+                           "the web view's own static assets"),
     "teamctl/web/server.py": ({"open"}, "webbrowser.open: the page in a browser"),
 }
 
@@ -118,7 +131,7 @@ def _ops(tree: ast.AST) -> set[str]:
             ops.add(f.id)
         elif isinstance(f, ast.Attribute):
             on = _receiver(f)
-            if "store" in on:
+            if on and on[-1] == "store" and f.attr in STORE_METHODS:
                 continue
             if f.attr in FILE_OPS or (f.attr in MODULE_OPS and on[-1:] and
                                       on[-1] in MODULE_OPS[f.attr]):

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from teamd import actions, budget, files, policy, roster, settings
-from teamd.agent import model
+from teamd.agent import retry_advice
 from teamd.errors import BadInput
 from teamd.layout import Workspace
 from teamd.scripted import ScriptedServer
@@ -132,11 +132,11 @@ def test_a_used_up_family_holds_until_the_latest_reset() -> None:
                "anthropic-ratelimit-tokens-reset": "2030-01-01T00:00:05.5Z",
                "anthropic-ratelimit-output-tokens-remaining": "0",
                "anthropic-ratelimit-output-tokens-reset": "2030-01-01T00:00:03+00:00"}
-    assert model.limited_until(headers) == 1893456005.5
-    assert model.limited_until({"anthropic-ratelimit-tokens-remaining": "0"}) is None
-    assert model.limited_until({"anthropic-ratelimit-tokens-remaining": "0",
+    assert retry_advice.limited_until(headers) == 1893456005.5
+    assert retry_advice.limited_until({"anthropic-ratelimit-tokens-remaining": "0"}) is None
+    assert retry_advice.limited_until({"anthropic-ratelimit-tokens-remaining": "0",
                                 "anthropic-ratelimit-tokens-reset": "soon"}) is None
-    assert model.limited_until({}) is None
+    assert retry_advice.limited_until({}) is None
 
 
 def _post(server: ScriptedServer, agent: str = "alice") -> tuple[int, dict[str, str], Any]:
@@ -162,7 +162,7 @@ def test_the_scripted_server_reports_usage_and_ratelimit_headers() -> None:
         status, headers, reply = _post(server)
         assert status == 200 and reply["usage"]["input_tokens"] == 1_000_000
         assert reply["usage"]["output_tokens"] == 5 and headers["x-extra"] == "yes"
-        until = model.limited_until({k.lower(): v for k, v in headers.items()})
+        until = retry_advice.limited_until({k.lower(): v for k, v in headers.items()})
         assert until is not None and sent + 2.5 - 0.1 <= until <= time.time() + 2.5 + 0.1
         status, headers, _ = _post(server)  # the rule is spent: no headers
         assert status == 200 and "anthropic-ratelimit-tokens-remaining" not in {

@@ -276,3 +276,10 @@ def test_claude_code_calls_meet_rules_on_their_own_tool_and_on_the_ruled_one(
     # paths are made relative to the cwd, as for the ruled file tools
     assert claude(perms(deny=["Write(.git/*)"]), "write_file", "Write",
                   file_path=str(tmp_path / ".git" / "config")) == ("deny", "Write(.git/*)")
+
+
+def test_the_team_tools_no_rule_names_are_the_tools_the_model_is_given() -> None:
+    from teamd.agent.tool_specs import TOOL_SPECS
+    from teamd.permission_rules import RULED, TEAM_TOOLS
+
+    assert set(TOOL_SPECS) - set(RULED) == TEAM_TOOLS

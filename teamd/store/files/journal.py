@@ -17,6 +17,7 @@ from teamd.errors import TeamdError
 from teamd.files import Json
 from teamd.store.files import journal_stream
 from teamd.store.files.base import Base
+from teamd.store.files.units import unit
 
 log = logging.getLogger(__name__)
 
@@ -30,7 +31,7 @@ class Journal(Base):
             log.debug("team %s is gone; not journalling %d event(s)", team, len(records))
             return
         try:
-            with files.lock(path):
+            with unit(path):
                 _rotate_if_needed(path, max_bytes, keep)
                 files.append_jsonl(path, records, locked=True)
         except (FileNotFoundError, TeamdError):

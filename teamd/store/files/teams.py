@@ -18,6 +18,7 @@ from teamd.errors import BadInput
 from teamd.files import Json
 from teamd.names import stamp
 from teamd.store.files.base import Base
+from teamd.store.files.units import unit
 
 #: what an archive keeps of a team folder; inboxes, requests and locks are dropped
 ARCHIVED = ("config.json", "members", "sessions", "transcripts", "logs", "tasks", "removed")
@@ -47,10 +48,10 @@ class Teams(Base):
                        p.requests_dir(team), p.sessions_dir(team), p.transcripts_dir(team),
                        p.logs_dir(team), board):
             files.ensure_dir(folder)
-        with files.lock(p.config(team)):
+        with unit(p.config(team)):
             if p.team_exists(team):
                 return False
-            with files.lock(p.spend(team)):  # before the roster: a team always has its spend
+            with unit(p.spend(team)):  # before the roster: a team always has its spend
                 files.write_json(p.spend(team), spend)
             files.write_json(p.config(team), roster)
         return True
@@ -62,7 +63,7 @@ class Teams(Base):
             target = p.teams_dir / f".deleted-{team}-{when}-{os.getpid()}"
         else:
             target = files.ensure_dir(p.archive_dir) / f"{team}-{when}"
-        with files.lock(p.events(team)):
+        with unit(p.events(team)):
             files.append_jsonl(p.events(team), [last], locked=True)
             if p.tasks_dir(team).is_dir():  # the board first, into the folder that goes next
                 os.replace(p.tasks_dir(team), p.team_dir(team) / "tasks")
@@ -91,7 +92,7 @@ class Teams(Base):
         folder = files.ensure_dir(p.removed_dir(team) / f"{name}-{stamp}")
         for path, kept in moves:
             if path.parent.is_dir():
-                with files.lock(path):
+                with unit(path):
                     if path.exists():
                         os.replace(path, folder / kept)
         return str(folder)

@@ -153,3 +153,38 @@ def test_the_inbox_mark_moves_with_every_write_and_cut(store: Store, crew: str) 
     third = store.inbox_mark(crew, "alice")
     assert None not in (first, second, third) and len({first, second, third}) == 3
     assert not store.has_mail(crew, "alice")
+
+
+def _take_and_die(root: Path, handed: Any) -> None:
+    """A member taking its inbox that is killed (SIGKILL, no clean-up) in the middle of
+    recording the batch: the messages in hand, the take not finished."""
+    import os
+    import signal
+
+    def die(batch: list[Json]) -> None:
+        handed.send(ids(batch))  # a pipe's send is written before it returns
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    Workspace.at(root).store.take(TEAM, "alice", die, inbox.judge())
+
+
+@pytest.mark.timeout(60)
+def test_a_taker_killed_mid_take_loses_nothing_and_holds_nothing(
+        store: Store, crew: str, hermetic: Path) -> None:
+    """kill -9 of a process inside `take` (its unit held, the messages in hand): every
+    message is still there, taken exactly once by the next taker, and the inbox can be
+    written and taken again (a dead holder holds nothing)."""
+    store.deliver(crew, "alice", [message("m1"), message("m2")])
+    reader, handed = ctx.Pipe(duplex=False)
+    taker = ctx.Process(target=_take_and_die, args=(hermetic, handed))
+    taker.start()
+    taker.join(30)
+    assert taker.exitcode == -9  # the kill landed, inside the take
+    assert reader.poll(5) and reader.recv() == ["m1", "m2"]
+    store.deliver(crew, "alice", [message("m3")])  # the inbox's unit is free again
+    got: list[Json] = []
+    store.take(crew, "alice", got.extend, inbox.judge())
+    assert ids(got) == ["m1", "m2", "m3"]
+    got.clear()
+    store.take(crew, "alice", got.extend, inbox.judge())
+    assert got == [] and not store.has_mail(crew, "alice")

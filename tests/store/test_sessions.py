@@ -23,22 +23,6 @@ TEAM = "crew"  # the `crew` fixture's team
 ctx = multiprocessing.get_context("fork")
 
 
-def tear(store: Store, team: str, name: str, junk: bytes) -> None:
-    """The fault: what a writer that died mid-write leaves after the session's last line."""
-    if store.description == "files":
-        with open(store.describe_session(team, name), "ab") as fh:
-            fh.write(junk)
-        return
-    raise AssertionError(f"say how a {store.description} store tears a session")
-
-
-def torn(store: Store, team: str, name: str) -> bool:
-    """Whether the session still ends in a torn line (the fault is still there)."""
-    if store.description == "files":
-        return not Path(store.describe_session(team, name)).read_bytes().endswith(b"\n")
-    raise AssertionError(f"say how a {store.description} store shows a torn session")
-
-
 def turn(n: int) -> Json:
     return {"type": "user", "n": n, "content": [{"type": "text", "text": f"turn {n}"}]}
 
@@ -67,21 +51,21 @@ def test_appends_are_read_back_in_order_by_another_process(store: Store, crew: s
     assert store.read_session(crew, "bob") == []  # each member its own
 
 
-def test_a_torn_tail_is_mended_only_when_asked(store: Store, crew: str) -> None:
+def test_a_torn_tail_is_mended_only_when_asked(store: Store, crew: str, faults: Any) -> None:
     store.append_session(crew, "alice", [turn(0), turn(1)])
-    tear(store, crew, "alice", b'{"type": "user", "n": 2, "content": [{"ty')
-    assert torn(store, crew, "alice")  # the fault happened
+    faults.tear_session(crew, "alice", b'{"type": "user", "n": 2, "content": [{"ty')
+    assert faults.torn(crew, "alice")  # the fault happened
     assert ns(store.read_session(crew, "alice")) == [0, 1]  # skipped, not mended
-    assert torn(store, crew, "alice")  # a reader that is not the member leaves it
+    assert faults.torn(crew, "alice")  # a reader that is not the member leaves it
     assert ns(store.read_session(crew, "alice", mend=True)) == [0, 1]
-    assert not torn(store, crew, "alice")
+    assert not faults.torn(crew, "alice")
     store.append_session(crew, "alice", [turn(2)])
     assert ns(store.read_session(crew, "alice")) == [0, 1, 2]  # nothing glued onto it
 
 
-def test_a_bad_line_is_skipped_and_mended_away(store: Store, crew: str) -> None:
+def test_a_bad_line_is_skipped_and_mended_away(store: Store, crew: str, faults: Any) -> None:
     store.append_session(crew, "alice", [turn(0)])
-    tear(store, crew, "alice", b"not json\n")
+    faults.tear_session(crew, "alice", b"not json\n")
     store.append_session(crew, "alice", [turn(1)])
     assert ns(store.read_session(crew, "alice")) == [0, 1]
     assert ns(store.read_session(crew, "alice", mend=True)) == [0, 1]

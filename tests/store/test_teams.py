@@ -10,7 +10,6 @@ import pytest
 from teamd import budget, roster
 from teamd.errors import BadInput
 from teamd.store.api import Store
-from teamd.store.files import FilesStore
 
 T = "t"
 SPEND = {"schema": budget.SCHEMA, "spent_usd": 0.0}
@@ -55,16 +54,9 @@ def test_a_deleted_team_leaves_no_board(store: Store) -> None:
     assert store.task_ids(T) == [] and store.top_task_id(T) == 0
 
 
-def leave_board(store: Store) -> None:
-    """The state a delete that stopped after the team went but before its board did (a
-    crash in a teamd that removed the board last) leaves: a board and no team."""
-    assert isinstance(store, FilesStore), "teach this test how the store is left so"
-    store.paths.team_dir(T).rename(store.root / "gone")
-
-
-def test_a_board_left_over_by_a_deleted_team_is_refused(store: Store) -> None:
+def test_a_board_left_over_by_a_deleted_team_is_refused(store: Store, faults: Any) -> None:
     store.create_team(T, spec(), SPEND)
-    leave_board(store)
+    faults.leave_board(T)
     with pytest.raises(BadInput, match=f"team '{T}'.*left over"):
         store.create_team(T, spec(), SPEND)
     assert not store.team_exists(T)

@@ -25,6 +25,7 @@ from teamctl.params import (
 from teamctl.tasks import task_app
 from teamd import (
     actions,
+    crashpoints,
     roster,
     settings,
     worktrees,
@@ -366,6 +367,7 @@ def demo(ctx: typer.Context,
 
 def main() -> None:
     """Console entry point: one clear line on stderr and the contract's exit code."""
+    crashpoints.identify("teamctl")
     try:
         code = app(standalone_mode=False)
         if isinstance(code, int) and code:

@@ -14,7 +14,7 @@ from collections.abc import Callable, Generator, Sequence
 from pathlib import Path
 from typing import Any
 
-from teamd import files, settings
+from teamd import files, removals, settings
 from teamd.errors import BadInput, TeamdError
 from teamd.files import Json
 from teamd.layout import Workspace
@@ -88,11 +88,11 @@ def _rotate_if_needed(path: Path, max_bytes: int, keep: int) -> None:
     if keep <= 0:
         os.truncate(path, 0)
         return
-    rotated(path, keep).unlink(missing_ok=True)
+    removals.remove_file(rotated(path, keep))
     for n in range(keep - 1, 0, -1):
         if rotated(path, n).exists():
-            os.replace(rotated(path, n), rotated(path, n + 1))
-    os.replace(path, rotated(path, 1))
+            removals.rename(rotated(path, n), rotated(path, n + 1))
+    removals.rename(path, rotated(path, 1))
     log.info("rotated %s", path)
 
 

@@ -14,7 +14,7 @@ import os
 import time
 from typing import Any
 
-from teamd import events, inbox, policy
+from teamd import events, inbox, policy, removals
 from teamd.files import Json
 from teamd.holds import Holds, short_of_room
 from teamd.layout import LEAD, SUPERVISOR, USER
@@ -165,7 +165,7 @@ class Exits(Wakeups):
             self.collect(pid, status)
         self.end_strays()  # what the last SIGKILLs left behind: no time is left to wait
         self.ladder.kill_all()
-        self.ws.supervisor_info.unlink(missing_ok=True)
+        removals.remove_file(self.ws.supervisor_info)
         if self._lock is not None:
             self._lock.release()
         log.info("stopped")

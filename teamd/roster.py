@@ -25,7 +25,7 @@ from typing import Any, TypeVar, cast
 
 import psutil
 
-from teamd import budget, files, prices, states
+from teamd import budget, files, prices, removals, states
 from teamd.errors import BadInput, TeamdError
 from teamd.files import Json
 from teamd.layout import LEAD, USER, Workspace
@@ -295,7 +295,7 @@ def save(ws: Workspace, team: str, config: Json) -> None:
     for name in old:
         if name not in new and ws.members_dir(team).is_dir():
             with status_lock(ws, team, name):
-                ws.member_status(team, name).unlink(missing_ok=True)
+                removals.remove_file(ws.member_status(team, name))
     if isinstance(config, _Held):
         config.on_disk = copy.deepcopy(dict(config))
     states.journal(ws, team)

@@ -4,7 +4,6 @@ folders renamed into `.teams/.archive/` (or purged) once nobody is live (CONTRAC
 from __future__ import annotations
 
 import os
-import shutil
 import time
 from pathlib import Path
 
@@ -13,6 +12,7 @@ from teamd import (
     files,
     inbox,
     pidfile,
+    removals,
     roster,
     worktrees,
 )
@@ -126,7 +126,7 @@ def remove_team(ws: Workspace, team: str) -> Path | None:
             with files.lock(ws.events(team)):
                 files.append_jsonl(ws.events(team), [{"ts": now, "event": "team_deleted"}],
                                    locked=True)
-                os.replace(ws.team_dir(team), target)
+                removals.rename(ws.team_dir(team), target)
     except (BadInput, FileNotFoundError):
         if team_gone(ws, team):
             return None  # someone else removed it first
@@ -138,13 +138,13 @@ def remove_team(ws: Workspace, team: str) -> Path | None:
     if ws.tasks_dir(team).is_dir():
         board_dir = target / "tasks" if not purge else target.with_name(target.name + "-tasks")
         try:
-            os.replace(ws.tasks_dir(team), board_dir)
+            removals.rename(ws.tasks_dir(team), board_dir)
         except FileNotFoundError:
             pass
         if purge:
-            shutil.rmtree(board_dir, ignore_errors=True)
+            removals.remove_tree(board_dir)
     if purge:
-        shutil.rmtree(target, ignore_errors=True)
+        removals.remove_tree(target)
         return None
     _prune_archive(target)
     return target
@@ -164,6 +164,6 @@ def _prune_archive(folder: Path) -> None:
                     lock.unlink(missing_ok=True)
             continue
         if path.is_dir():
-            shutil.rmtree(path, ignore_errors=True)
+            removals.remove_tree(path)
         else:
-            path.unlink(missing_ok=True)
+            removals.remove_file(path)

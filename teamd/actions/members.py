@@ -4,7 +4,6 @@ restart, `up`/`down` for the whole team, and taking a member out of the roster f
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -18,6 +17,7 @@ from teamd import (
     inbox,
     pidfile,
     policy,
+    removals,
     requests,
     roster,
     settings,
@@ -359,5 +359,5 @@ def _set_aside(ws: Workspace, team: str, name: str) -> Path | None:
         if path.parent.is_dir():
             with files.lock(path):
                 if path.exists():
-                    os.replace(path, folder / kept)
+                    removals.rename(path, folder / kept)
     return folder

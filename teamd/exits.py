@@ -14,7 +14,7 @@ import os
 import time
 from typing import Any
 
-from teamd import events, inbox, policy, removals
+from teamd import events, inbox, policy, removals, status_gaps
 from teamd.files import Json
 from teamd.holds import Holds, short_of_room
 from teamd.layout import LEAD, SUPERVISOR, USER
@@ -85,6 +85,7 @@ class Exits(Wakeups):
         log.info("%s/%s pid %d exited: %s", team, name, process.pid, describe_exit(code, sig))
         if not self.ws.team_exists(team):
             return
+        status_gaps.mend(self.ws, team, name)  # its last move, if it died before the line
         outcome: policy.Outcome | None = None
         kind = "teammate"
 

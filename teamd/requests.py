@@ -32,7 +32,10 @@ def open_request(ws: Workspace, team: str, kind: str, sender: str, recipient: st
                  reason: str | None = None, plan: str | None = None,
                  request_id: str | None = None, tool: str | None = None,
                  tool_input: Json | None = None, rule: str | None = None,
-                 argument: str | None = None) -> Request:
+                 argument: str | None = None, answered: str | None = None) -> Request:
+    """Write a new request record, `pending`; or, with `answered` (the answer's reason),
+    already approved in the same write: a shutdown answered on a non-live member's behalf
+    is never seen, nor left by a crash, `pending` (CONTRACT §6, §17)."""
     if kind not in KINDS:
         raise BadInput(f"unknown request kind {kind!r}")
     rid = request_id or new_id(kind)
@@ -44,14 +47,24 @@ def open_request(ws: Workspace, team: str, kind: str, sender: str, recipient: st
         # `input` is the whole tool input; `argument` what the rule matched (for listings)
         record.update({"tool": tool, "input": tool_input, "rule": rule, "argument": argument,
                        "ran": False, "asked": False})
+    if answered is not None:
+        record["status"] = "approved"
+        record["resolved_at"] = record["created_at"]
+        record["answer_reason"] = answered
     path = ws.request(team, rid)
     files.ensure_dir(path.parent)
     with files.lock(path):
         if path.exists():
             raise BadInput(f"request {rid!r} already exists")
         files.write_json(path, record)
-    events.emit(ws, team, "request_opened", member=sender, request_id=rid, kind=kind,
-                status="pending", recipient=recipient)
+    opened: list[Json] = [{"ts": record["created_at"], "event": "request_opened",
+                           "member": sender, "request_id": rid, "kind": kind,
+                           "status": "pending", "recipient": recipient}]
+    if answered is not None:
+        opened.append({"ts": record["created_at"], "event": "request_answered",
+                       "member": recipient, "request_id": rid, "kind": kind,
+                       "status": "approved"})
+    events.emit_many(ws, team, opened)
     return record
 
 

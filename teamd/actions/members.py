@@ -15,6 +15,7 @@ from teamd import (
     events,
     files,
     inbox,
+    once,
     pidfile,
     policy,
     removals,
@@ -125,18 +126,19 @@ def shutdown(ws: Workspace, team: str, name: str, *, reason: str = "",
         if shut_down(member):
             # re-checked under the lock: a racing shutdown may have answered it meanwhile
             raise BadInput(f"{name!r} is already shut down")
-        live = roster.is_live(member)
-        record, msg = open_shutdown(ws, team, name, reason, sender)
-        rid = record["request_id"]
-        if live:
+        if roster.is_live(member):
+            record, msg = open_shutdown(ws, team, name, reason, sender)
             inbox.deliver(ws, team, [msg])
             return {"request": record, "message": msg, "answered": False}
-        # No process to ask: answer on its behalf, under the roster lock (CONTRACT §6).
-        record = cast(Request, requests.answer(ws, team, rid, True, reason="not running"))
+        # No process to ask: answer on its behalf, under the roster lock (CONTRACT §6),
+        # the record written answered at once (never `pending`, even after a crash)
+        record, msg = open_shutdown(ws, team, name, reason, sender, answered="not running")
+        rid = record["request_id"]
         member["desired"] = Desired.STOPPED
         transition(member, Status.SHUTDOWN, Writer.CONTROL)
         answer = inbox.make("shutdown_response", name, sender, "not running",
-                            request_id=rid, approve=True, reason="not running")
+                            id=once.answer_id(rid), request_id=rid, approve=True,
+                            reason="not running")
         events.emit_many(ws, team, [
             {"ts": time.time(), "event": "message", "member": sender, "message": msg},
             {"ts": time.time(), "event": "message", "member": name, "message": answer}])
@@ -174,10 +176,12 @@ def stops_without_handshake(member: Mapping[str, Any], force: bool,
     return force or member["kind"] == "lead" or member["name"] in (LEAD, sender)
 
 
-def open_shutdown(ws: Workspace, team: str, name: str, reason: str, sender: str
-                   ) -> tuple[Request, Message]:
-    """The request record and its `shutdown_request` message (not yet delivered)."""
-    record = requests.open_request(ws, team, "shutdown", sender, name, reason=reason)
+def open_shutdown(ws: Workspace, team: str, name: str, reason: str, sender: str,
+                  answered: str | None = None) -> tuple[Request, Message]:
+    """The request record and its `shutdown_request` message (not yet delivered);
+    `answered`: the record is written approved, with that reason (`open_request`)."""
+    record = requests.open_request(ws, team, "shutdown", sender, name, reason=reason,
+                                   answered=answered)
     msg = inbox.make("shutdown_request", sender, name, reason or "Please shut down.",
                      request_id=record["request_id"], reason=reason)
     return record, msg
@@ -196,8 +200,8 @@ def approve_shutdown(ws: Workspace, team: str, name: str, request_id: str, *, re
     record = requests.get(ws, team, request_id)
     check_answerer(record, "shutdown", name, None, name)
     msg = inbox.make("shutdown_response", name, record["sender"],
-                     content or f"{name} is shutting down", request_id=request_id,
-                     approve=True, reason=reason, summary=summary)
+                     content or f"{name} is shutting down", id=once.answer_id(request_id),
+                     request_id=request_id, approve=True, reason=reason, summary=summary)
     # lock order: roster → member status → request → inbox → events
     with roster.held(ws, team) as config, roster.status_lock(ws, team, name):
         member = roster.find(config, name)

@@ -1,0 +1,70 @@
+"""Delivering a message once across a crash (CONTRACT §6, §17): a message whose id is known
+before it is sent — `send --id`, `broadcast --id`, the answer to a request (its id derived
+from the request's) — is delivered again by a re-run only where it has not landed, so a
+command killed half-way and run again delivers it once.
+
+A delivery appends to each inbox, then journals the `message` event: a journaled id landed
+everywhere; a copy still in its inbox is not appended twice; a copy already taken in by a
+member is known to its session, which never shows an id twice (CONTRACT §3, Delivery).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+
+from teamd import files, inbox
+from teamd.errors import BadInput
+from teamd.layout import Workspace
+from teamd.records import Message
+
+#: what a caller may choose as a message id (`send --id`): a word of its own, not a path
+ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
+
+
+def check_id(message_id: str) -> str:
+    """A message id a caller chose, or BadInput saying what one may be."""
+    if not ID_RE.match(message_id):
+        raise BadInput(f"bad message id {message_id!r}: 1 to 128 letters, digits, '.', '_', "
+                       "':' or '-', starting with a letter or digit")
+    return message_id
+
+
+def answer_id(request_id: str) -> str:
+    """The id of the message answering request `request_id` (one answer, one id)."""
+    return f"{request_id}.answer"
+
+
+def journaled(ws: Workspace, team: str, message_id: str) -> bool:
+    """Whether the team's journal holds the `message` event of `message_id`."""
+    try:
+        data = ws.events(team).read_bytes()
+    except FileNotFoundError:
+        return False
+    needle = json.dumps(message_id, ensure_ascii=False).encode()
+    for line in data.splitlines():
+        if needle not in line:
+            continue
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        message = record.get("message") if isinstance(record, dict) else None
+        if record.get("event") == "message" and isinstance(message, dict) \
+                and message.get("id") == message_id:
+            return True
+    return False
+
+
+def deliver(ws: Workspace, team: str, copies: Sequence[Message]) -> bool:
+    """Deliver `copies` (of one message: one id) where they have not landed yet; False
+    when the journal says all of them had (nothing done)."""
+    message_id = copies[0]["id"]
+    if journaled(ws, team, message_id):
+        return False
+    landed = {m["recipient"] for m in copies
+              if any(r.get("id") == message_id
+                     for r in files.read_jsonl(ws.inbox(team, m["recipient"])).records)}
+    inbox.deliver(ws, team, copies, landed=landed)
+    return True

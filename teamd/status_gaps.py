@@ -1,0 +1,67 @@
+"""Status moves saved but never journaled (CONTRACT §7, §17): a writer journals a member's
+`status` event just after saving the move, so a process killed between the two writes
+leaves the move on disk and no line for it. `teamd` looks for that gap where it can
+happen and the writer cannot mend it: at its start (for every member: a writer killed
+with an earlier supervisor, or a `teamctl` killed meanwhile) and when it reaps a member's
+process (the member's own last move). The gap is the member's status differing from the
+`to` of its last `status` line (`pending`, before the first); it is closed by journaling
+that move then, marked `"repaired": true`.
+
+Checked under the roster lock and the member's: every writer holds one of them from its
+save to its journal line, so a move in flight is never taken for a lost one.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from teamd import events, roster
+from teamd.errors import BadInput, TeamdError
+from teamd.files import Json
+from teamd.layout import Workspace
+
+log = logging.getLogger(__name__)
+
+
+def last_journaled(ws: Workspace, team: str, name: str) -> str:
+    """The status `name`'s last `status` line moved it to (`pending` with none since it
+    joined: a member of that name removed before is not this one)."""
+    def mine(record: Json) -> bool:
+        return record.get("event") in ("status", "member_added") \
+            and record.get("member") == name
+
+    last = next(events.stream(ws.events(team), match=mine, last=1), None)
+    return str(last.get("to")) if last is not None and last["event"] == "status" \
+        else "pending"
+
+
+def mend(ws: Workspace, team: str, name: str) -> bool:
+    """Journal `name`'s status move if its line was lost; whether one was. Trouble (the team
+    gone, a broken file, no room) is logged: the next look tries again."""
+    try:
+        with roster.roster_lock(ws, team), roster.status_lock(ws, team, name):
+            record = roster.read_status(ws, team, name)
+            if record is None:
+                return False
+            now, before = str(record.get("status")), last_journaled(ws, team, name)
+            if now == before:
+                return False
+            events.emit(ws, team, "status", member=name, repaired=True,
+                        **{"from": before, "to": now})
+            log.info("%s/%s: journaled its move %s -> %s, saved but never journaled",
+                     team, name, before, now)
+            return True
+    except (BadInput, TeamdError, OSError) as exc:
+        log.warning("%s/%s: cannot look for a status move never journaled: %s",
+                    team, name, exc)
+        return False
+
+
+def mend_team(ws: Workspace, team: str) -> int:
+    """`mend` every member of `team` that has a status file; how many lines were missing."""
+    try:
+        names = [m["name"] for m in roster.read_spec(ws, team)["members"]]
+    except (BadInput, TeamdError) as exc:
+        log.warning("%s: cannot look for status moves never journaled: %s", team, exc)
+        return 0
+    return sum(mend(ws, team, name) for name in names)

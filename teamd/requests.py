@@ -33,9 +33,10 @@ def open_request(ws: Workspace, team: str, kind: str, sender: str, recipient: st
                  request_id: str | None = None, tool: str | None = None,
                  tool_input: Json | None = None, rule: str | None = None,
                  argument: str | None = None, answered: str | None = None) -> Request:
-    """Write a new request record, `pending`; or, with `answered` (the answer's reason),
-    already approved in the same write: a shutdown answered on a non-live member's behalf
-    is never seen, nor left by a crash, `pending` (CONTRACT §6, §17)."""
+    """Write a new request record, `pending`, and journal `request_opened`; or, with
+    `answered` (the answer's reason), already approved in the same write, and journaled by
+    the caller with its messages (`on_behalf`): a shutdown answered on a non-live member's
+    behalf is never seen, nor left by a crash, `pending` (CONTRACT §6, §17)."""
     if kind not in KINDS:
         raise BadInput(f"unknown request kind {kind!r}")
     rid = request_id or new_id(kind)
@@ -57,14 +58,9 @@ def open_request(ws: Workspace, team: str, kind: str, sender: str, recipient: st
         if path.exists():
             raise BadInput(f"request {rid!r} already exists")
         files.write_json(path, record)
-    opened: list[Json] = [{"ts": record["created_at"], "event": "request_opened",
-                           "member": sender, "request_id": rid, "kind": kind,
-                           "status": "pending", "recipient": recipient}]
-    if answered is not None:
-        opened.append({"ts": record["created_at"], "event": "request_answered",
-                       "member": recipient, "request_id": rid, "kind": kind,
-                       "status": "approved"})
-    events.emit_many(ws, team, opened)
+    if answered is None:
+        events.emit(ws, team, "request_opened", member=sender, request_id=rid, kind=kind,
+                    status="pending", recipient=recipient)
     return record
 
 

@@ -24,6 +24,7 @@ from teamd import (
     settings,
     worktrees,
 )
+from teamd.actions import on_behalf
 from teamd.actions.answers import check_answerer
 from teamd.actions.teams import require_team, stamp
 from teamd.errors import BadInput, TeamdError
@@ -120,8 +121,8 @@ def shutdown(ws: Workspace, team: str, name: str, *, reason: str = "",
     sender = sender or roster.person(config)
     member = roster.get(config, name)
     if shut_down(member):
-        raise BadInput(f"{name!r} is already shut down")
-    with roster.locked(ws, team) as config:
+        raise on_behalf.already_shut_down(ws, team, name)
+    with roster.held(ws, team) as config:
         member = roster.get(config, name)
         if shut_down(member):
             # re-checked under the lock: a racing shutdown may have answered it meanwhile
@@ -130,18 +131,15 @@ def shutdown(ws: Workspace, team: str, name: str, *, reason: str = "",
             record, msg = open_shutdown(ws, team, name, reason, sender)
             inbox.deliver(ws, team, [msg])
             return {"request": record, "message": msg, "answered": False}
-        # No process to ask: answer on its behalf, under the roster lock (CONTRACT §6),
-        # the record written answered at once (never `pending`, even after a crash)
-        record, msg = open_shutdown(ws, team, name, reason, sender, answered="not running")
-        rid = record["request_id"]
+        # No process to ask: answer on its behalf, under the roster lock (CONTRACT §6): the
+        # roster first, then the record (written answered: never `pending`), then its
+        # journal lines; a re-run after a crash between them finishes the answer
         member["desired"] = Desired.STOPPED
         transition(member, Status.SHUTDOWN, Writer.CONTROL)
-        answer = inbox.make("shutdown_response", name, sender, "not running",
-                            id=once.answer_id(rid), request_id=rid, approve=True,
-                            reason="not running")
-        events.emit_many(ws, team, [
-            {"ts": time.time(), "event": "message", "member": sender, "message": msg},
-            {"ts": time.time(), "event": "message", "member": name, "message": answer}])
+        roster.save(ws, team, config)
+        record, msg = open_shutdown(ws, team, name, reason, sender,
+                                    answered=on_behalf.NOT_RUNNING)
+        on_behalf.journal(ws, team, record, msg)
     release_tasks(ws, team, name)
     return {"request": record, "message": msg, "answered": True}
 

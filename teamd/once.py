@@ -36,6 +36,11 @@ def answer_id(request_id: str) -> str:
     return f"{request_id}.answer"
 
 
+def asked_id(request_id: str) -> str:
+    """The id of the message asking request `request_id` (a shutdown request)."""
+    return f"{request_id}.request"
+
+
 def journaled(ws: Workspace, team: str, message_id: str) -> bool:
     """Whether the team's journal holds the `message` event of `message_id`."""
     try:

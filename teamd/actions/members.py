@@ -128,18 +128,22 @@ def shutdown(ws: Workspace, team: str, name: str, *, reason: str = "",
             # re-checked under the lock: a racing shutdown may have answered it meanwhile
             raise BadInput(f"{name!r} is already shut down")
         if roster.is_live(member):
-            record, msg = open_shutdown(ws, team, name, reason, sender)
-            inbox.deliver(ws, team, [msg])
+            # a request a crashed `shutdown` left (delivered or not) is the one asked again
+            record = on_behalf.pending(ws, team, name) or open_shutdown(
+                ws, team, name, reason, sender)[0]
+            msg = on_behalf.asked(record)
+            once.deliver(ws, team, [msg])
             return {"request": record, "message": msg, "answered": False}
         # No process to ask: answer on its behalf, under the roster lock (CONTRACT §6): the
-        # roster first, then the record (written answered: never `pending`), then its
-        # journal lines; a re-run after a crash between them finishes the answer
+        # roster first, then the record (a pending one answered, or one written answered:
+        # never left `pending`), then its journal lines; a re-run finishes what a crash left
         member["desired"] = Desired.STOPPED
         transition(member, Status.SHUTDOWN, Writer.CONTROL)
         roster.save(ws, team, config)
-        record, msg = open_shutdown(ws, team, name, reason, sender,
-                                    answered=on_behalf.NOT_RUNNING)
-        on_behalf.journal(ws, team, record, msg)
+        record = on_behalf.settle(ws, team, name) or open_shutdown(
+            ws, team, name, reason, sender, answered=on_behalf.NOT_RUNNING)[0]
+        msg = on_behalf.asked(record)
+        on_behalf.journal(ws, team, record)
     release_tasks(ws, team, name)
     return {"request": record, "message": msg, "answered": True}
 
@@ -180,9 +184,7 @@ def open_shutdown(ws: Workspace, team: str, name: str, reason: str, sender: str,
     `answered`: the record is written approved, with that reason (`open_request`)."""
     record = requests.open_request(ws, team, "shutdown", sender, name, reason=reason,
                                    answered=answered)
-    msg = inbox.make("shutdown_request", sender, name, reason or "Please shut down.",
-                     request_id=record["request_id"], reason=reason)
-    return record, msg
+    return record, on_behalf.asked(record)
 
 
 def approve_shutdown(ws: Workspace, team: str, name: str, request_id: str, *, reason: str,

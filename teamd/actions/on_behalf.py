@@ -9,9 +9,11 @@ journals them first, once; a status line its writer never wrote is mended then t
 from __future__ import annotations
 
 import time
+from typing import cast
 
 from teamd import events, inbox, once, requests, status_gaps
 from teamd.errors import BadInput
+from teamd.files import Json
 from teamd.layout import Workspace
 from teamd.records import Message, Request
 
@@ -19,33 +21,66 @@ from teamd.records import Message, Request
 NOT_RUNNING = "not running"
 
 
-def journal(ws: Workspace, team: str, record: Request, asked: Message | None = None) -> None:
+def asked(record: Request) -> Message:
+    """The `shutdown_request` message of `record`, its id derived from the request's (the
+    same message whenever it is made again)."""
+    reason = record.get("reason") or ""
+    return inbox.make("shutdown_request", record["sender"], record["recipient"],
+                      reason or "Please shut down.", id=once.asked_id(record["request_id"]),
+                      request_id=record["request_id"], reason=reason)
+
+
+def pending(ws: Workspace, team: str, name: str) -> Request | None:
+    """The oldest shutdown request to `name` still pending (one a crashed `shutdown` may
+    have left undelivered), or None."""
+    return next((r for r in requests.list_requests(ws, team, pending_only=True)
+                 if r["kind"] == "shutdown" and r["recipient"] == name), None)
+
+
+def settle(ws: Workspace, team: str, name: str) -> Request | None:
+    """Answer on `name`'s behalf every shutdown request to it still pending, journaled;
+    the first, or None when there was none."""
+    first: Request | None = None
+    while (record := pending(ws, team, name)) is not None:
+        try:
+            record = cast(Request, requests.answer(ws, team, record["request_id"], True,
+                                                   reason=NOT_RUNNING))
+        except BadInput:
+            continue  # answered meanwhile (by the member, or a racing shutdown)
+        journal(ws, team, record, opened=True)
+        first = first or record
+    return first
+
+
+def journal(ws: Workspace, team: str, record: Request, *, opened: bool = False) -> None:
     """Journal the request opened and answered for `record`, with its two messages, unless
-    the answer is journaled already. `asked`: the request message (made again if None)."""
+    the answer is journaled already. `opened`: a record opened `pending` and answered
+    since, whose `request_opened` and `request_answered` lines are there already."""
     rid, name = record["request_id"], record["recipient"]
     answer = inbox.make("shutdown_response", name, record["sender"], NOT_RUNNING,
                         id=once.answer_id(rid), request_id=rid, approve=True,
                         reason=NOT_RUNNING)
     if once.journaled(ws, team, answer["id"]):
         return
-    if asked is None:
-        reason = record.get("reason") or ""
-        asked = inbox.make("shutdown_request", record["sender"], name,
-                           reason or "Please shut down.", request_id=rid, reason=reason)
     now = time.time()
     head = {"request_id": rid, "kind": "shutdown"}
-    events.emit_many(ws, team, [
+    lines: list[Json] = [] if opened else [
         {"ts": now, "event": "request_opened", "member": record["sender"], **head,
          "status": "pending", "recipient": name},
         {"ts": now, "event": "request_answered", "member": name, **head,
-         "status": "approved"},
-        {"ts": now, "event": "message", "member": record["sender"], "message": asked},
-        {"ts": now, "event": "message", "member": name, "message": answer}])
+         "status": "approved"}]
+    if not once.journaled(ws, team, once.asked_id(rid)):
+        lines.append({"ts": now, "event": "message", "member": record["sender"],
+                      "message": asked(record)})
+    lines.append({"ts": now, "event": "message", "member": name, "message": answer})
+    events.emit_many(ws, team, lines)
 
 
 def already_shut_down(ws: Workspace, team: str, name: str) -> BadInput:
     """The refusal of a shutdown asked of a member shut down already, once what a crash
-    left half-done of the last one is finished (its journal lines, its status line)."""
+    left half-done is finished: a request still pending answered, the journal lines of
+    the last answer, its status line."""
+    settle(ws, team, name)
     for record in requests.list_requests(ws, team):
         if record["kind"] == "shutdown" and record["recipient"] == name \
                 and record.get("answer_reason") == NOT_RUNNING:

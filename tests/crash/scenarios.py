@@ -5,17 +5,22 @@ restarted what it should and a crashed command was run again.
 
 Tokens the model must see once go in `World.sent`; replies a model sends once in
 `World.replies`; a `bash` call appends its own marker to `ran.txt` (run at most once).
+A tool call cut off by a crash is answered `interrupted by a restart; not re-run` on
+resume (CONTRACT §6): the scripted model, like a real one, then calls again — with a
+marker of its own, so the invariant still sees each call run at most once.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from teamd import board, requests, roster
+from teamd import actions, board, files, requests, roster
 from tests.crash.sweep import Spec, World
 from tests.faults.faultkit import Sent
-from tests.harness import lead_inbox, make_team, tool_use
+from tests.harness import make_team, tool_use
 
+#: the result a tool call gets when a crash cut it off (CONTRACT §6, Resume)
+CUT = "interrupted by a restart"
 #: a message's token as the fault suite's checks find it (`faultkit.TOKEN_RE`)
 PING = "MSG00001x7f3a01"
 IDLE = {"content": [{"type": "text", "text": "Waiting."}]}
@@ -30,36 +35,61 @@ def _idle(w: World, name: str) -> None:
 
 
 # -- a message through send → drain → model call → reply -----------------------------------
-def message_script() -> dict[str, Any]:
+def pong(agent: str, to: str) -> dict[str, Any]:
+    """`agent` answers the PING with a bash call, then a reply to `to`."""
+    def bash(mark: str) -> dict[str, Any]:
+        return {"content": [tool_use("bash", command=f"echo {mark} >> ran.txt; echo BASH-OK")]}
     return {"rules": [
-        {"name": "pong", "agent": "alice", "contains": "PING", "reply": {"content": [
-            tool_use("bash", command="echo RAN-PONG >> ran.txt"),
-            tool_use("SendMessage", recipient="lead", content="PONG-7f3 from alice")]}},
+        {"name": "again", "agent": agent, "contains": CUT, "reply": bash("RAN-PONG-2")},
+        {"name": "pong", "agent": agent, "contains": "PING", "reply": bash("RAN-PONG")},
+        {"name": "reply", "agent": agent, "contains": "BASH-OK", "reply": {"content": [
+            tool_use("SendMessage", recipient=to, content=f"PONG-7f3 from {agent}")]}},
     ], "default": IDLE}
+
+
+def round_trip(w: World, name: str, person: str) -> None:
+    """The person sends `name` the PING with --id; its reply lands in the person's inbox."""
+    out = w.teamctl("send", "send", w.team, name, "--id", "ping-1", f"{PING} PING please")
+    assert "ping-1" in out
+    w.sent.append(Sent(name, "ping-1", PING))
+    w.replies.append("PONG-7f3")
+    w.wait(lambda: any("PONG-7f3" in m["content"]
+                       for m in files.read_jsonl(w.ws.inbox(w.team, person)).records),
+           f"{name}'s reply in {person}'s inbox")
+    _idle(w, name)
 
 
 def message(w: World) -> None:
     make_team(w.ws, w.workdir, "alice")
     w.start()
     _idle(w, "alice")
-    out = w.teamctl("send", "send", w.team, "alice", "--id", "ping-1", f"{PING} PING please")
-    assert "ping-1" in out
-    w.sent.append(Sent("alice", "ping-1", PING))
-    w.replies.append("PONG-7f3")
-    w.wait(lambda: any("PONG-7f3" in m["content"] for m in lead_inbox(w.ws, w.team)),
-           "alice's reply in the lead's inbox")
-    _idle(w, "alice")
+    round_trip(w, "alice", "lead")
+
+
+def lead_message(w: World) -> None:
+    """The same round trip with the LLM lead: the person is `user`."""
+    make_team(w.ws, w.workdir)
+    actions.spawn(w.ws, w.team, "lead", "Lead the team.", cwd=str(w.workdir), lead=True)
+    w.start()
+    _idle(w, "lead")
+    round_trip(w, "lead", "user")
 
 
 # -- a plan rejected, then approved --------------------------------------------------------
 def plan_script() -> dict[str, Any]:
+    v1 = {"content": [tool_use("SubmitPlan", plan="PLAN-V1: edit the login page")]}
+    v2 = {"content": [tool_use("SubmitPlan", plan="PLAN-V2: edit the login page, with tests")]}
+    def work(mark: str) -> dict[str, Any]:
+        return {"content": [tool_use("bash", command=f"echo {mark} >> ran.txt")]}
     return {"rules": [
-        {"name": "plan-1", "agent": "alice", "contains": "PLAN-START", "reply": {"content": [
-            tool_use("SubmitPlan", plan="PLAN-V1: edit the login page")]}},
-        {"name": "plan-2", "agent": "alice", "contains": "add tests", "reply": {"content": [
-            tool_use("SubmitPlan", plan="PLAN-V2: edit the login page, with tests")]}},
-        {"name": "work", "agent": "alice", "contains": "Plan approved", "reply": {"content": [
-            tool_use("bash", command="echo RAN-PLAN >> ran.txt")]}},
+        {"name": "work-again", "agent": "alice", "contains": CUT,
+         "any_contains": "Plan approved", "reply": work("RAN-PLAN-2")},
+        {"name": "plan-2-again", "agent": "alice", "contains": CUT,
+         "any_contains": "add tests", "reply": v2},
+        {"name": "plan-1-again", "agent": "alice", "contains": CUT, "reply": v1},
+        {"name": "plan-1", "agent": "alice", "contains": "PLAN-START", "reply": v1},
+        {"name": "plan-2", "agent": "alice", "contains": "add tests", "reply": v2},
+        {"name": "work", "agent": "alice", "contains": "Plan approved", "reply": work("RAN-PLAN")},
     ], "default": IDLE}
 
 
@@ -79,6 +109,8 @@ def plan(w: World) -> None:
     w.teamctl("approve", "approve", w.team, second)
     ran = w.workdir / "ran.txt"
     w.wait(lambda: ran.exists() and "RAN-PLAN" in ran.read_text(), "alice at work")
+    w.wait(lambda: _status(w, "alice") == "idle" and "RAN-PLAN" in ran.read_text(),
+           "alice done")
     _idle(w, "alice")
 
 
@@ -87,7 +119,8 @@ def shutdown(w: World) -> None:
     make_team(w.ws, w.workdir, "alice")
     w.start()
     _idle(w, "alice")
-    w.teamctl("shutdown", "shutdown", w.team, "alice", "--reason", "done for today")
+    w.teamctl("shutdown", "shutdown", w.team, "alice", "--reason", "done for today",
+              again=(2,))
     w.wait(lambda: _status(w, "alice") == "shutdown", "alice shut down")
 
 
@@ -95,7 +128,7 @@ def shutdown_offline(w: World) -> None:
     """No supervisor: the shutdown is answered on the member's behalf by `teamctl`."""
     make_team(w.ws, w.workdir, "alice")
     # a re-run after a crash past the roster's write finds it shut down already (exit 2)
-    w.teamctl("shutdown", "shutdown", w.team, "alice", ok=(0, 2))
+    w.teamctl("shutdown", "shutdown", w.team, "alice", again=(2,))
     assert _status(w, "alice") == "shutdown"
 
 
@@ -103,14 +136,15 @@ def shutdown_offline(w: World) -> None:
 def delete(w: World) -> None:
     make_team(w.ws, w.workdir, "alice")
     board.create(w.ws, w.team, "An old task")
-    w.teamctl("delete", "delete", w.team, ok=(0, 2))
-    w.teamctl("create", "create", w.team)
+    w.teamctl("delete", "delete", w.team, again=(2,))
+    w.teamctl("create", "create", w.team, again=(2,))
     left = board.list_tasks(w.ws, w.team)
     assert not left, f"a deleted team's tasks came back: {[t['subject'] for t in left]}"
 
 
 SPECS = {
-    "message": Spec("message", message_script, message),
+    "message": Spec("message", lambda: pong("alice", "lead"), message),
+    "lead-message": Spec("lead-message", lambda: pong("lead", "user"), lead_message),
     "plan": Spec("plan", plan_script, plan),
     "shutdown": Spec("shutdown", lambda: {"rules": [], "default": IDLE}, shutdown),
     "shutdown-offline": Spec("shutdown-offline", lambda: {"rules": [], "default": IDLE},

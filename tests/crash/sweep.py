@@ -128,9 +128,11 @@ class World:
         harness.reap_leftovers(self.ws)
 
     # -- teamctl -------------------------------------------------------------------------
-    def teamctl(self, step: str, *args: str, ok: tuple[int, ...] = (0,)) -> str:
+    def teamctl(self, step: str, *args: str, ok: tuple[int, ...] = (0,),
+                again: tuple[int, ...] = ()) -> str:
         """`teamctl --root WS ARGS` as its own process, named `step` for the points; one
-        killed by its crash point is run again (as a person would), once."""
+        killed by its crash point is run again (as a person would), once, which may also
+        exit with a code of `again` (2: what it asked is done already)."""
         env = dict(os.environ)
         env.update(self.crash_env(f"{TEAMCTL}:{step}"))
         cmd = [sys.executable, "-c", "from teamctl.cli import main; main()",
@@ -142,7 +144,7 @@ class World:
             out, err = proc.communicate(timeout=T)
             if proc.returncode == -signal.SIGKILL and self.fired() and attempt == 0:
                 continue
-            if proc.returncode not in ok:
+            if proc.returncode not in (ok if attempt == 0 else (*ok, *again)):
                 raise AssertionError(f"teamctl {' '.join(args)} exited {proc.returncode}: "
                                      f"{err.decode(errors='replace').strip()}")
             return out.decode()

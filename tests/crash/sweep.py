@@ -249,6 +249,7 @@ class Report:
     counts: dict[str, int]
     outcomes: list[Outcome]
     seconds: float
+    planned: int = 0  # the points there were to try
 
     @property
     def writes(self) -> int:
@@ -267,8 +268,10 @@ class Report:
         return [f"{o.point}: {v}" for o in self.outcomes for v in o.violations]
 
 
-def sweep(tmp: Path, spec: Spec, limit: int | None) -> Report:
-    """The counting run, then a run per point (`limit`: a sample of that many)."""
+def sweep(tmp: Path, spec: Spec, limit: int | None,
+          stop: Callable[[], bool] = lambda: False) -> Report:
+    """The counting run, then a run per point (`limit`: a sample of that many), until
+    `stop()` says the time is up (the report says how many points were tried)."""
     start = time.monotonic()
     first, counts = run_once(tmp / "count", spec, None)
     points = points_of(counts, spec.kinds)
@@ -276,6 +279,8 @@ def sweep(tmp: Path, spec: Spec, limit: int | None) -> Report:
         points = sample(points, limit, spec.name)
     outcomes = [first]
     for i, p in enumerate(points):
+        if stop():
+            break
         outcome, _ = run_once(tmp / f"p{i:03d}", spec, p)
         outcomes.append(outcome)
-    return Report(spec.name, counts, outcomes, time.monotonic() - start)
+    return Report(spec.name, counts, outcomes, time.monotonic() - start, len(points))

@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
-from teamd import files, inbox
+from teamd import files, inbox, requests
 from teamd.errors import BadInput
+from teamd.files import Json
 from teamd.layout import Workspace
 from teamd.records import Message
 
@@ -41,13 +42,13 @@ def asked_id(request_id: str) -> str:
     return f"{request_id}.request"
 
 
-def journaled(ws: Workspace, team: str, message_id: str) -> bool:
-    """Whether the team's journal holds the `message` event of `message_id`."""
+def _in_journal(ws: Workspace, team: str, value: str, match: Callable[[Json], bool]) -> bool:
+    """Whether a line of the team's journal holding `value` is one `match` accepts."""
     try:
         data = ws.events(team).read_bytes()
     except FileNotFoundError:
         return False
-    needle = json.dumps(message_id, ensure_ascii=False).encode()
+    needle = json.dumps(value, ensure_ascii=False).encode()
     for line in data.splitlines():
         if needle not in line:
             continue
@@ -55,11 +56,27 @@ def journaled(ws: Workspace, team: str, message_id: str) -> bool:
             record = json.loads(line)
         except ValueError:
             continue
-        message = record.get("message") if isinstance(record, dict) else None
-        if record.get("event") == "message" and isinstance(message, dict) \
-                and message.get("id") == message_id:
+        if isinstance(record, dict) and match(record):
             return True
     return False
+
+
+def journaled(ws: Workspace, team: str, message_id: str) -> bool:
+    """Whether the team's journal holds the `message` event of `message_id`."""
+    def mine(record: Json) -> bool:
+        message = record.get("message")
+        return record.get("event") == "message" and isinstance(message, dict) \
+            and message.get("id") == message_id
+    return _in_journal(ws, team, message_id, mine)
+
+
+def answered(ws: Workspace, team: str, record: Json) -> None:
+    """A re-run found `record` answered as it would answer it: journal the
+    `request_answered` a crash after the record may have cost."""
+    rid = record["request_id"]
+    if not _in_journal(ws, team, rid, lambda r: r.get("event") == "request_answered"
+                       and r.get("request_id") == rid):
+        requests.journal_answer(ws, team, record)
 
 
 def deliver(ws: Workspace, team: str, copies: Sequence[Message]) -> bool:

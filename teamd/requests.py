@@ -100,9 +100,16 @@ def answer(ws: Workspace, team: str, request_id: str, approve: bool, *,
         if feedback is not None:
             record["feedback"] = feedback
         files.write_json(path, record)
-    events.emit(ws, team, "request_answered", member=record["recipient"],
-                request_id=request_id, kind=record["kind"], status=record["status"])
+    journal_answer(ws, team, record)
     return record
+
+
+def journal_answer(ws: Workspace, team: str, record: Json) -> None:
+    """Journal `request_answered` for `record` (also by a re-run that finds the answer
+    recorded and its line missing: `once.answered`)."""
+    events.emit(ws, team, "request_answered", member=record["recipient"],
+                request_id=record["request_id"], kind=record["kind"],
+                status=record["status"])
 
 
 def set_flag(ws: Workspace, team: str, request_id: str, key: str,

@@ -125,6 +125,8 @@ def answer_request(ws: Workspace, team: str, request_id: str, approve: bool,
         if always and approve else None
     if record["status"] != ("approved" if approve else "rejected"):
         record = requests.answer(ws, team, request_id, approve, feedback=feedback)
+    else:  # given before, by a process killed before its message (CONTRACT §6, §17)
+        once.answered(ws, team, record)
     msg = inbox.make(type_, sender, record["sender"], text, id=once.answer_id(request_id),
                      request_id=request_id, approve=approve, feedback=feedback)
     once.deliver(ws, team, [msg])

@@ -99,6 +99,11 @@ class Toolbox:
         self.conf = conf if conf is not None else settings_mod.load(ws)
         self._use_id: str | None = None
 
+    @property
+    def call_id(self) -> str | None:
+        """The `tool_use` id of the call running now (None outside one)."""
+        return self._use_id
+
     def kill_running(self) -> None:
         """SIGKILL the process group of every command and hook running now, so a member
         stopped mid-call leaves nothing behind."""

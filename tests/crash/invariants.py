@@ -151,7 +151,7 @@ def messages_once(w: World) -> list[str]:
 
 def check(w: World) -> list[str]:
     """Every invariant, the live one first (teamd still runs), the rest once it stopped."""
-    found = pending_shutdowns(w)
+    found = [*w.found, *pending_shutdowns(w)]
     w.stop()
     for each in (files_parse, api_accepts, shown_once, tasks_once, journal_complete,
                  answered_once, tools_once, messages_once):

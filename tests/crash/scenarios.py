@@ -17,6 +17,7 @@ from typing import Any
 from teamd import actions, board, files, requests, roster
 from tests.crash.sweep import Spec, World
 from tests.faults.faultkit import Sent
+from tests.gitrepo import commits, make_repo
 from tests.harness import make_team, tool_use
 
 #: the result a tool call gets when a crash cut it off (CONTRACT §6, Resume)
@@ -132,6 +133,41 @@ def shutdown_offline(w: World) -> None:
     assert _status(w, "alice") == "shutdown"
 
 
+# -- a task created, assigned, completed with its hook and its worktree commit ------------
+CLAIMED = r"<auto-claimed>Task #(?P<tid>\d+)"
+
+
+def task_script() -> dict[str, Any]:
+    def work(mark: str) -> dict[str, Any]:
+        return {"content": [
+            tool_use("write_file", path="work-1.txt", content=f"{mark}\n"),
+            tool_use("TaskUpdate", task_id=1, status="completed")]}
+    return {"rules": [
+        {"name": "again", "agent": "alice", "contains": CUT, "reply": work("written again")},
+        {"name": "work", "agent": "alice", "regex": CLAIMED, "reply": work("written")},
+    ], "default": IDLE}
+
+
+def task(w: World) -> None:
+    repo = make_repo(w.root / "repo")
+    hooks = w.root / "hooks.txt"
+    w.ws.settings_file.write_text(
+        f'[hooks]\ntask_completed = "echo HOOK-$TEAMD_TASK_ID >> {hooks}"\n')
+    actions.create_team(w.ws, w.team, repo=str(repo), worktrees_on=True)
+    actions.spawn(w.ws, w.team, "alice", "Do the tasks you are given.")
+    w.start()
+    _idle(w, "alice")
+    w.teamctl("task-add", "task", "add", w.team, "Write the work file", "--owner", "alice")
+    w.wait(lambda: board.get(w.ws, w.team, 1)["status"] == "completed", "task 1 completed")
+    _idle(w, "alice")
+    record = roster.get(roster.load(w.ws, w.team), "alice")["worktree"]
+    made = commits(repo, record["base"], record["branch"])
+    w.found += [f"{len(made)} commits for task 1"] if len(made) != 1 else []
+    if made and board.get(w.ws, w.team, 1)["commits"] != [made[0]["id"]]:
+        w.found.append(f"task 1 lists {board.get(w.ws, w.team, 1)['commits']}, the branch "
+                       f"has {made[0]['id']}")
+
+
 # -- a team deleted (and created again) ----------------------------------------------------
 def delete(w: World) -> None:
     make_team(w.ws, w.workdir, "alice")
@@ -149,5 +185,6 @@ SPECS = {
     "shutdown": Spec("shutdown", lambda: {"rules": [], "default": IDLE}, shutdown),
     "shutdown-offline": Spec("shutdown-offline", lambda: {"rules": [], "default": IDLE},
                              shutdown_offline),
+    "task": Spec("task", task_script, task),
     "delete": Spec("delete", lambda: {"rules": [], "default": IDLE}, delete),
 }

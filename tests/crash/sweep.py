@@ -83,6 +83,7 @@ class World:
         self.team = harness.TEAM
         self.sent: list[Sent] = []  # messages to be shown to a model exactly once
         self.replies: list[str] = []  # tokens a model sends once, to reach the journal once
+        self.found: list[str] = []  # violations a scenario found itself (its own invariant)
 
     # -- the crash variables -------------------------------------------------------------
     def crash_env(self, who: str) -> dict[str, str]:
@@ -215,6 +216,20 @@ def run_once(root: Path, spec: Spec, point: Point | None) -> tuple[Outcome, dict
         outcome = Outcome(point, w.fired(), invariants.COUNT, violations,
                           time.monotonic() - start)
     return outcome, counts
+
+
+def aim(tmp: Path, spec: Spec, who: str, path_end: str, after: bool, nth: int = 1) -> Point:
+    """The point of `who`'s `nth` durable write to a path ending in `path_end`, found by a
+    counting run (a write's number may shift between runs; what it writes does not)."""
+    with world(tmp, spec, None) as w:
+        spec.body(w)
+        procs = {rec["pid"]: (f"{TEAMCTL}:{w.steps.get(rec['pid'], '?')}"
+                              if rec.get("who") == TEAMCTL else rec.get("who"))
+                 for rec in w.writes()}
+        hits = [rec for rec in w.writes()
+                if procs[rec["pid"]] == who and rec["path"].endswith(path_end)]
+    assert len(hits) >= nth, f"{who} made {len(hits)} write(s) to *{path_end}"
+    return Point(who, int(hits[nth - 1]["n"]), after)
 
 
 def points_of(counts: dict[str, int], kinds: tuple[str, ...] | None) -> list[Point]:

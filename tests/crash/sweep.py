@@ -123,9 +123,21 @@ class World:
             self.start()
 
     def stop(self) -> None:
+        """Stop `teamd`; one killed by its crash point on the way out is started again
+        and stopped (as systemd would start it again), so its start puts right what the
+        crash left."""
         if self.daemon is not None:
             self.daemon.stop()
+            killed = self.daemon.proc.returncode == -signal.SIGKILL
             self.daemon = None
+            if killed and self.fired():
+                self.start()
+                pid = self.daemon.pid if self.daemon is not None else None
+                if self.ws.team_exists(self.team):  # its start has run (and mended)
+                    harness.wait_until(lambda: any(
+                        e["event"] == "supervisor_started" and e.get("pid") == pid
+                        for e in harness.journal(self.ws, self.team)), T, "teamd started")
+                self.stop()
         harness.reap_leftovers(self.ws)
 
     # -- teamctl -------------------------------------------------------------------------
@@ -219,8 +231,8 @@ def run_once(root: Path, spec: Spec, point: Point | None) -> tuple[Outcome, dict
 
 
 def aim(tmp: Path, spec: Spec, who: str, path_end: str, after: bool, nth: int = 1) -> Point:
-    """The point of `who`'s `nth` durable write to a path ending in `path_end`, found by a
-    counting run (a write's number may shift between runs; what it writes does not)."""
+    """The point of `who`'s `nth` durable write to a path ending in `path_end` (-1: its
+    last), found by a counting run (a write's number may shift between runs; what it writes does not)."""
     with world(tmp, spec, None) as w:
         spec.body(w)
         procs = {rec["pid"]: (f"{TEAMCTL}:{w.steps.get(rec['pid'], '?')}"
@@ -228,8 +240,8 @@ def aim(tmp: Path, spec: Spec, who: str, path_end: str, after: bool, nth: int = 
                  for rec in w.writes()}
         hits = [rec for rec in w.writes()
                 if procs[rec["pid"]] == who and rec["path"].endswith(path_end)]
-    assert len(hits) >= nth, f"{who} made {len(hits)} write(s) to *{path_end}"
-    return Point(who, int(hits[nth - 1]["n"]), after)
+    assert len(hits) >= abs(nth), f"{who} made {len(hits)} write(s) to *{path_end}"
+    return Point(who, int(hits[nth - 1 if nth > 0 else nth]["n"]), after)
 
 
 def points_of(counts: dict[str, int], kinds: tuple[str, ...] | None) -> list[Point]:

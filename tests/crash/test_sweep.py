@@ -113,6 +113,17 @@ def test_a_reply_cut_off_by_a_crash_is_sent_once(tmp_path: Path, journaled: bool
     one(tmp_path, "message", point, "events.jsonl" if journaled else "lead_inbox.jsonl")
 
 
+def test_a_status_whose_line_a_crash_cut_is_journaled_by_the_next_teamd(
+        tmp_path: Path) -> None:
+    """Found from outside first (the known one): teamd killed between a member's status
+    (here its last, `pending`, on the way out) and its journal line; the next teamd's start
+    journals the move."""
+    def point(tmp: Path) -> Point:
+        last = aim(tmp, scenarios.SPECS["message"], "teamd", "members/alice.json", False, -1)
+        return Point("teamd", last.n + 1, False)
+    one(tmp_path, "message", point, "events.jsonl")
+
+
 @pytest.mark.xfail(strict=True, reason="store seam: delete removes .tasks/TEAM first, and "
                    "create refuses a left-over .tasks/TEAM")
 def test_a_team_deleted_never_brings_its_tasks_back(tmp_path: Path) -> None:

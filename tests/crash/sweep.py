@@ -232,7 +232,8 @@ def run_once(root: Path, spec: Spec, point: Point | None) -> tuple[Outcome, dict
 
 def aim(tmp: Path, spec: Spec, who: str, path_end: str, after: bool, nth: int = 1) -> Point:
     """The point of `who`'s `nth` durable write to a path ending in `path_end` (-1: its
-    last), found by a counting run (a write's number may shift between runs; what it writes does not)."""
+    last), found by a counting run (a write's number may shift between runs; what it
+    writes does not)."""
     with world(tmp, spec, None) as w:
         spec.body(w)
         procs = {rec["pid"]: (f"{TEAMCTL}:{w.steps.get(rec['pid'], '?')}"

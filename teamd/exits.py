@@ -15,6 +15,7 @@ import time
 from typing import Any
 
 from teamd import events, inbox, policy, removals, status_gaps
+from teamd.actions import on_behalf
 from teamd.files import Json
 from teamd.holds import Holds, short_of_room
 from teamd.layout import LEAD, SUPERVISOR, USER
@@ -125,6 +126,11 @@ class Exits(Wakeups):
             log.error("%s/%s: cannot journal its exit: %s", team, name, exc)
         if outcome.status == "backoff":
             self.wake_in(outcome.delay or 0.0)
+        if outcome.status == "shutdown":  # its approval, finished if a crash cut it
+            try:
+                on_behalf.finish(self.ws, team, name, process.started_at)
+            except Exception:
+                log.exception("%s/%s: cannot finish its shutdown's answer", team, name)
         if outcome.release_tasks:
             self.release_tasks(team, name)
         if outcome.failed_reason is not None:

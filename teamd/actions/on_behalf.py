@@ -76,6 +76,24 @@ def journal(ws: Workspace, team: str, record: Request, *, opened: bool = False) 
     events.emit_many(ws, team, lines)
 
 
+def finish(ws: Workspace, team: str, name: str, since: float) -> None:
+    """`name` exited for good (`teamd` read `desired=stopped`): what its approval of a
+    shutdown left half-done when it was killed is finished — a request still pending is
+    answered on its behalf; one it approved (since `since`, its last start) whose answer
+    never reached the asker is delivered, once (its id is derived from the request's)."""
+    settle(ws, team, name)
+    for record in requests.list_requests(ws, team):
+        if record["kind"] != "shutdown" or record["recipient"] != name \
+                or record["status"] != "approved" or (record["resolved_at"] or 0) < since \
+                or record.get("answer_reason") == NOT_RUNNING:
+            continue
+        rid = record["request_id"]
+        once.deliver(ws, team, [inbox.make(
+            "shutdown_response", name, record["sender"], f"{name} is shutting down",
+            id=once.answer_id(rid), request_id=rid, approve=True,
+            reason=record.get("answer_reason") or "approved")])
+
+
 def already_shut_down(ws: Workspace, team: str, name: str) -> BadInput:
     """The refusal of a shutdown asked of a member shut down already, once what a crash
     left half-done is finished: a request still pending answered, the journal lines of

@@ -124,6 +124,16 @@ def test_a_status_whose_line_a_crash_cut_is_journaled_by_the_next_teamd(
     one(tmp_path, "message", point, "events.jsonl")
 
 
+@pytest.mark.parametrize("path_end, after", [("config.json", True),
+                                             ("lead_inbox.jsonl", False)])
+def test_a_member_killed_approving_its_shutdown_leaves_it_answered_once(
+        tmp_path: Path, path_end: str, after: bool) -> None:
+    """Found by the sweep: alice killed after writing `desired=stopped` (or after answering
+    the record, before her message) left the request `pending` (or answered with no
+    message); teamd, recording her exit for good, now finishes it."""
+    aimed(tmp_path, "shutdown", "alice", path_end, after)
+
+
 @pytest.mark.xfail(strict=True, reason="store seam: delete removes .tasks/TEAM first, and "
                    "create refuses a left-over .tasks/TEAM")
 def test_a_team_deleted_never_brings_its_tasks_back(tmp_path: Path) -> None:

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from teamd import files, inbox, requests
 from teamd.errors import BadInput
@@ -70,7 +71,7 @@ def journaled(ws: Workspace, team: str, message_id: str) -> bool:
     return _in_journal(ws, team, message_id, mine)
 
 
-def answered(ws: Workspace, team: str, record: Json) -> None:
+def answered(ws: Workspace, team: str, record: Mapping[str, Any]) -> None:
     """A re-run found `record` answered as it would answer it: journal the
     `request_answered` a crash after the record may have cost."""
     rid = record["request_id"]

@@ -9,8 +9,8 @@ from __future__ import annotations
 import logging
 import secrets
 import time
-from collections.abc import Callable, Iterable
-from typing import cast
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, cast
 
 from teamd import events, files
 from teamd.errors import BadInput, TeamdError
@@ -104,7 +104,7 @@ def answer(ws: Workspace, team: str, request_id: str, approve: bool, *,
     return record
 
 
-def journal_answer(ws: Workspace, team: str, record: Json) -> None:
+def journal_answer(ws: Workspace, team: str, record: Mapping[str, Any]) -> None:
     """Journal `request_answered` for `record` (also by a re-run that finds the answer
     recorded and its line missing: `once.answered`)."""
     events.emit(ws, team, "request_answered", member=record["recipient"],

@@ -80,7 +80,8 @@ def finish(ws: Workspace, team: str, name: str, since: float) -> None:
     """`name` exited for good (`teamd` read `desired=stopped`): what its approval of a
     shutdown left half-done when it was killed is finished — a request still pending is
     answered on its behalf; one it approved (since `since`, its last start) whose answer
-    never reached the asker is delivered, once (its id is derived from the request's)."""
+    never reached the asker (or the journal) is delivered, once (its id is derived from
+    the request's)."""
     settle(ws, team, name)
     for record in requests.list_requests(ws, team):
         if record["kind"] != "shutdown" or record["recipient"] != name \
@@ -88,6 +89,7 @@ def finish(ws: Workspace, team: str, name: str, since: float) -> None:
                 or record.get("answer_reason") == NOT_RUNNING:
             continue
         rid = record["request_id"]
+        once.answered(ws, team, record)  # its `request_answered`, if the kill cost it
         once.deliver(ws, team, [inbox.make(
             "shutdown_response", name, record["sender"], f"{name} is shutting down",
             id=once.answer_id(rid), request_id=rid, approve=True,

@@ -253,20 +253,24 @@ def points_of(counts: dict[str, int], kinds: tuple[str, ...] | None) -> list[Poi
 
 
 def sample(points: list[Point], k: int, seed: str) -> list[Point]:
-    """`k` points spread over every process kind (the first and last write of each among
-    them), chosen the same way each time for the same scenario."""
+    """`k` points spread over the processes that write (one each in turn), each chosen at
+    random among that process's points — the same way each time for the same scenario."""
     if len(points) <= k:
         return points
     rng = random.Random(seed)
     by_who: dict[str, list[Point]] = {}
     for p in points:
         by_who.setdefault(p.who, []).append(p)
+    whos = sorted(by_who)
+    rng.shuffle(whos)
     chosen: list[Point] = []
-    for ps in by_who.values():  # the ends of each process's writes first
-        chosen += [ps[0], ps[-1]]
-    rest = [p for p in points if p not in chosen]
-    chosen += rng.sample(rest, max(0, k - len(chosen)))
-    return chosen[:max(k, len(by_who))]
+    turn = 0
+    while len(chosen) < k:  # k < len(points): some process always has a point left
+        pool = [p for p in by_who[whos[turn % len(whos)]] if p not in chosen]
+        if pool:
+            chosen.append(rng.choice(pool))
+        turn += 1
+    return chosen
 
 
 @dataclass

@@ -14,7 +14,7 @@ import os
 import time
 from typing import Any
 
-from teamd import events, inbox, policy, removals, status_gaps
+from teamd import events, inbox, journal_gaps, policy, removals
 from teamd.actions import on_behalf
 from teamd.files import Json
 from teamd.holds import Holds, short_of_room
@@ -86,7 +86,8 @@ class Exits(Wakeups):
         log.info("%s/%s pid %d exited: %s", team, name, process.pid, describe_exit(code, sig))
         if not self.ws.team_exists(team):
             return
-        status_gaps.mend(self.ws, team, name)  # its last move, if it died before the line
+        journal_gaps.mend(self.ws, team, name)  # its last move, if it died before the line
+        journal_gaps.mend_tasks(self.ws, team, name, process.started_at)
         outcome: policy.Outcome | None = None
         kind = "teammate"
 

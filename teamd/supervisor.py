@@ -24,12 +24,12 @@ from teamd import (
     events,
     files,
     inbox,
+    journal_gaps,
     pidfile,
     policy,
     repair,
     roster,
     roster_cache,
-    status_gaps,
     troubles,
 )
 from teamd import assign as assign_mod
@@ -111,7 +111,7 @@ class Supervisor(Exits):
         for team in self.ws.team_names():
             self.watch_team(team)
             events.emit(self.ws, team, "supervisor_started", pid=self.pid)
-            status_gaps.mend_team(self.ws, team)  # a move whose writer died before its line
+            journal_gaps.mend_team(self.ws, team)  # a move whose writer died before its line
         log.info("teamd %s supervising %s (pid %d)", __version__, self.ws.root, self.pid)
         self.reconcile()
         self.notifier.ready(self.status_line())

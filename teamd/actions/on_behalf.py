@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from typing import cast
 
-from teamd import events, inbox, once, requests, status_gaps
+from teamd import events, inbox, journal_gaps, once, requests
 from teamd.errors import BadInput
 from teamd.files import Json
 from teamd.layout import Workspace
@@ -105,5 +105,5 @@ def already_shut_down(ws: Workspace, team: str, name: str) -> BadInput:
         if record["kind"] == "shutdown" and record["recipient"] == name \
                 and record.get("answer_reason") == NOT_RUNNING:
             journal(ws, team, record)
-    status_gaps.mend(ws, team, name)
+    journal_gaps.mend(ws, team, name)
     return BadInput(f"{name!r} is already shut down")

@@ -3,7 +3,7 @@ what each model was shown) after a run of the crash sweep. Each check returns th
 violations it found, as sentences; none is the pass.
 
 The fault suite's checks are reused where they exist (`tests/faults/faultkit.py`: shown
-exactly once, tasks owned once); `teamd.status_gaps` says what "the last journaled status"
+exactly once, tasks owned once); `teamd.journal_gaps` says what "the last journaled status"
 is, the same rule teamd mends by.
 """
 
@@ -13,7 +13,7 @@ from collections import Counter
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from teamd import files, requests, roster, status_gaps
+from teamd import files, journal_gaps, requests, roster
 from teamd.errors import TeamdError
 from tests.faults import faultkit
 from tests.harness import journal
@@ -96,7 +96,7 @@ def journal_complete(w: World) -> list[str]:
     out = []
     for team in w.ws.team_names():
         for m in roster.load(w.ws, team)["members"]:
-            last = status_gaps.last_journaled(w.ws, team, m["name"])
+            last = journal_gaps.last_journaled(w.ws, team, m["name"])
             if last != m["status"]:
                 out.append(f"{m['name']} is {m['status']}, its journal says {last}")
         out += [f"task {t} completed, not journaled" for t in faultkit.journal_gaps(w.ws, team)]

@@ -143,7 +143,9 @@ def task_script() -> dict[str, Any]:
             tool_use("write_file", path="work-1.txt", content=f"{mark}\n"),
             tool_use("TaskUpdate", task_id=1, status="completed")]}
     return {"rules": [
-        {"name": "again", "agent": "alice", "contains": CUT, "reply": work("written again")},
+        # the same work again: nothing new to commit (the commit made before the kill is
+        # found by its message, CONTRACT §13)
+        {"name": "again", "agent": "alice", "contains": CUT, "reply": work("written")},
         {"name": "work", "agent": "alice", "regex": CLAIMED, "reply": work("written")},
     ], "default": IDLE}
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from teamd import actions, events, files, inbox, once, requests, roster, status_gaps
+from teamd import actions, events, files, inbox, journal_gaps, once, requests, roster
 from teamd.errors import BadInput
 from teamd.layout import Workspace
 from tests.harness import cli, journal, make_team
@@ -87,8 +87,8 @@ def test_a_status_saved_without_its_line_is_journaled_once(ws: Workspace,
     record = files.read_json(path)
     assert record is not None
     files.write_json(path, {**record, "status": "idle"})  # saved; its writer killed here
-    assert status_gaps.mend(ws, team, "alice") is True
-    assert status_gaps.mend(ws, team, "alice") is False
+    assert journal_gaps.mend(ws, team, "alice") is True
+    assert journal_gaps.mend(ws, team, "alice") is False
     [line] = [e for e in journal(ws, team) if e["event"] == "status"]
     assert (line["from"], line["to"], line["repaired"]) == ("pending", "idle", True)
 
@@ -101,4 +101,4 @@ def test_a_member_spawned_again_is_not_taken_for_its_predecessor(
     actions.remove_member(ws, team, "alice")
     actions.spawn(ws, team, "alice", "again", cwd=str(workdir))
     assert roster.get(roster.load(ws, team), "alice")["status"] == "pending"
-    assert status_gaps.mend(ws, team, "alice") is False
+    assert journal_gaps.mend(ws, team, "alice") is False

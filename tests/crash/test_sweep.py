@@ -134,6 +134,13 @@ def test_a_member_killed_approving_its_shutdown_leaves_it_answered_once(
     aimed(tmp_path, "shutdown", "alice", path_end, after)
 
 
+def test_a_task_completed_by_a_member_killed_before_its_line_is_journaled(
+        tmp_path: Path) -> None:
+    """Found by the sweep: alice killed between the task file (completed) and its
+    `task_completed` line; teamd, reaping her, journals it."""
+    aimed(tmp_path, "task", "alice", "/1.json", True)
+
+
 @pytest.mark.xfail(strict=True, reason="store seam: delete removes .tasks/TEAM first, and "
                    "create refuses a left-over .tasks/TEAM")
 def test_a_team_deleted_never_brings_its_tasks_back(tmp_path: Path) -> None:

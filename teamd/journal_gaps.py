@@ -1,21 +1,25 @@
-"""Status moves saved but never journaled (CONTRACT §7, §17): a writer journals a member's
-`status` event just after saving the move, so a process killed between the two writes
-leaves the move on disk and no line for it. `teamd` looks for that gap where it can
-happen and the writer cannot mend it: at its start (for every member: a writer killed
-with an earlier supervisor, or a `teamctl` killed meanwhile) and when it reaps a member's
-process (the member's own last move). The gap is the member's status differing from the
-`to` of its last `status` line (`pending`, before the first); it is closed by journaling
-that move then, marked `"repaired": true`.
+"""Journal lines a killed writer never wrote (CONTRACT §7, §17): a writer journals just
+after it saves, so a process killed between the two writes leaves the change on disk and
+no line for it. `teamd` looks for those gaps where they can happen and the writer cannot
+mend them, and journals the line then, marked `"repaired": true`:
 
-Checked under the roster lock and the member's: every writer holds one of them from its
-save to its journal line, so a move in flight is never taken for a lost one.
+- a member's status move — at `teamd`'s start (every member: a writer killed with an
+  earlier supervisor, or a `teamctl` killed meanwhile) and when it reaps a member's process
+  (the member's own last move). The gap is the status differing from the `to` of its last
+  `status` line (`pending` before the first);
+- a task the member completed since it started whose `task_completed` line is missing —
+  when it reaps the member's process.
+
+Checked under the lock every writer holds from its save to its line (the roster and the
+member's for a status, the board's for a task), so a change in flight is never taken for
+a lost line.
 """
 
 from __future__ import annotations
 
 import logging
 
-from teamd import events, roster
+from teamd import board, events, roster
 from teamd.errors import BadInput, TeamdError
 from teamd.files import Json
 from teamd.layout import Workspace
@@ -65,3 +69,26 @@ def mend_team(ws: Workspace, team: str) -> int:
         log.warning("%s: cannot look for status moves never journaled: %s", team, exc)
         return 0
     return sum(mend(ws, team, name) for name in names)
+
+
+def mend_tasks(ws: Workspace, team: str, name: str, since: float) -> int:
+    """Journal `task_completed` for each task `name` completed since `since` (its process's
+    start) that the journal does not have; how many were missing."""
+    missing = 0
+    try:
+        with board.locked(ws, team):
+            mine = [t for t in board.list_tasks(ws, team) if t["owner"] == name
+                    and t["status"] == "completed" and (t["completed_at"] or 0) >= since]
+            if not mine:
+                return 0
+            logged = {e.get("task_id") for e in events.stream(
+                ws.events(team), match=lambda r: r.get("event") == "task_completed")}
+            for task in mine:
+                if task["id"] not in logged:
+                    events.emit(ws, team, "task_completed", member=name, task_id=task["id"],
+                                status="completed", repaired=True)
+                    missing += 1
+    except (BadInput, TeamdError, OSError) as exc:
+        log.warning("%s/%s: cannot look for a task completion never journaled: %s",
+                    team, name, exc)
+    return missing

@@ -137,17 +137,17 @@ def shutdown_offline(w: World) -> None:
 CLAIMED = r"<auto-claimed>Task #(?P<tid>\d+)"
 
 
+def work(tid: str) -> dict[str, Any]:
+    """Write task `tid`'s file and complete the task, in one turn."""
+    return {"content": [
+        tool_use("write_file", path="work.txt", content="written for the task\n"),
+        tool_use("TaskUpdate", task_id=f"{{int:{tid}}}" if tid == "tid" else int(tid),
+                 status="completed")]}
+
+
 def task_script() -> dict[str, Any]:
-    def work(mark: str) -> dict[str, Any]:
-        return {"content": [
-            tool_use("write_file", path="work-1.txt", content=f"{mark}\n"),
-            tool_use("TaskUpdate", task_id=1, status="completed")]}
-    return {"rules": [
-        # the same work again: nothing new to commit (the commit made before the kill is
-        # found by its message, CONTRACT §13)
-        {"name": "again", "agent": "alice", "contains": CUT, "reply": work("written")},
-        {"name": "work", "agent": "alice", "regex": CLAIMED, "reply": work("written")},
-    ], "default": IDLE}
+    return {"rules": [{"name": "work", "agent": "alice", "regex": CLAIMED,
+                       "reply": work("tid")}], "default": IDLE}
 
 
 def task(w: World) -> None:
@@ -159,15 +159,22 @@ def task(w: World) -> None:
     actions.spawn(w.ws, w.team, "alice", "Do the tasks you are given.")
     w.start()
     _idle(w, "alice")
+    # run again after a kill, `task add` may add a second task (ids are never reused)
     w.teamctl("task-add", "task", "add", w.team, "Write the work file", "--owner", "alice")
-    w.wait(lambda: board.get(w.ws, w.team, 1)["status"] == "completed", "task 1 completed")
+    tid = max(t["id"] for t in board.list_tasks(w.ws, w.team))
+    # the same work again after a cut-off call: nothing new to commit (the commit made
+    # before the kill is found by its message, CONTRACT §13)
+    w.server.add_rule({"name": "again", "agent": "alice", "contains": CUT,
+                       "reply": work(str(tid))}, first=True)
+    w.wait(lambda: all(t["status"] == "completed" for t in board.list_tasks(w.ws, w.team)),
+           "every task completed")
     _idle(w, "alice")
     record = roster.get(roster.load(w.ws, w.team), "alice")["worktree"]
     made = commits(repo, record["base"], record["branch"])
-    w.found += [f"{len(made)} commits for task 1"] if len(made) != 1 else []
-    if made and board.get(w.ws, w.team, 1)["commits"] != [made[0]["id"]]:
-        w.found.append(f"task 1 lists {board.get(w.ws, w.team, 1)['commits']}, the branch "
-                       f"has {made[0]['id']}")
+    for t in board.list_tasks(w.ws, w.team):
+        mine = [c["id"] for c in made if c["subject"].startswith(f"Task #{t['id']}:")]
+        if len(mine) > 1 or t["commits"] != mine:
+            w.found.append(f"task {t['id']} lists {t['commits']}, its commits are {mine}")
 
 
 # -- a team deleted (and created again) ----------------------------------------------------

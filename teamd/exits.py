@@ -105,6 +105,8 @@ class Exits(Wakeups):
                 events.emit(self.ws, team, "exited", member=name, code=code, signal=sig)
             except OSError as exc:  # no room to journal: the roster's record is what counts
                 log.error("%s/%s: cannot journal its exit: %s", team, name, exc)
+            if outcome.status == "shutdown":  # its approval, finished before it says so
+                self.finish_answers(team, name, process.started_at)
             outcome.write(m)  # its status event journaled once it is written
 
         try:
@@ -127,15 +129,18 @@ class Exits(Wakeups):
             log.error("%s/%s: cannot journal its exit: %s", team, name, exc)
         if outcome.status == "backoff":
             self.wake_in(outcome.delay or 0.0)
-        if outcome.status == "shutdown":  # its approval, finished if a crash cut it
-            try:
-                on_behalf.finish(self.ws, team, name, process.started_at)
-            except Exception:
-                log.exception("%s/%s: cannot finish its shutdown's answer", team, name)
         if outcome.release_tasks:
             self.release_tasks(team, name)
         if outcome.failed_reason is not None:
             self.tell_failed(team, name, kind, outcome.failed_reason)
+
+    def finish_answers(self, team: str, name: str, since: float) -> None:
+        """What a member killed while approving its shutdown left (`on_behalf.finish`),
+        finished under the roster lock (lock order: roster → request → inbox → events)."""
+        try:
+            on_behalf.finish(self.ws, team, name, since)
+        except Exception:
+            log.exception("%s/%s: cannot finish its shutdown's answer", team, name)
 
     def tell_failed(self, team: str, name: str, kind: str, reason: str) -> None:
         """`member_failed` to the journal and to the lead; of the LLM lead itself, to the

@@ -210,6 +210,22 @@ def world(root: Path, spec: Spec, point: Point | None) -> Iterator[World]:
         w.close()
 
 
+#: each scenario's writes in its last counting run, as (process, log line): `aim` reads
+#: them instead of counting again
+COUNTED: dict[str, list[tuple[str, dict[str, Any]]]] = {}
+
+
+def _writes_by_process(w: World) -> list[tuple[str, dict[str, Any]]]:
+    """The log's writes, each with its process (`teamctl:STEP` for a command)."""
+    out = []
+    for rec in w.writes():
+        who = rec.get("who") or "?"
+        if who == TEAMCTL:
+            who = f"{TEAMCTL}:{w.steps.get(rec['pid'], '?')}"
+        out.append((who, rec))
+    return out
+
+
 def run_once(root: Path, spec: Spec, point: Point | None) -> tuple[Outcome, dict[str, int]]:
     """Run `spec` once, crashing at `point` (None: the counting run); its outcome and, per
     process, how many durable writes it made (`teamctl:STEP` for a command)."""
@@ -219,28 +235,26 @@ def run_once(root: Path, spec: Spec, point: Point | None) -> tuple[Outcome, dict
     with world(root, spec, point) as w:
         spec.body(w)
         violations = invariants.check(w)
+        writes = _writes_by_process(w)
         counts: dict[str, int] = {}
-        for rec in w.writes():
-            who = rec.get("who") or "?"
-            if who == TEAMCTL:
-                who = f"{TEAMCTL}:{w.steps.get(rec['pid'], '?')}"
+        for who, rec in writes:
             counts[who] = max(counts.get(who, 0), int(rec["n"]))
+        if point is None:
+            COUNTED[spec.name] = writes
         outcome = Outcome(point, w.fired(), invariants.COUNT, violations,
                           time.monotonic() - start)
     return outcome, counts
 
 
-def aim(tmp: Path, spec: Spec, who: str, path_end: str, after: bool, nth: int = 1) -> Point:
+def aim(tmp: Path, spec: Spec, who: str, path_end: str, after: bool, nth: int = 1, *,
+        fresh: bool = False) -> Point:
     """The point of `who`'s `nth` durable write to a path ending in `path_end` (-1: its
-    last), found by a counting run (a write's number may shift between runs; what it
-    writes does not)."""
-    with world(tmp, spec, None) as w:
-        spec.body(w)
-        procs = {rec["pid"]: (f"{TEAMCTL}:{w.steps.get(rec['pid'], '?')}"
-                              if rec.get("who") == TEAMCTL else rec.get("who"))
-                 for rec in w.writes()}
-        hits = [rec for rec in w.writes()
-                if procs[rec["pid"]] == who and rec["path"].endswith(path_end)]
+    last), in the scenario's last counting run (`fresh`, or none yet: a new one). A
+    write's number may shift between runs; what it writes does not: the caller checks
+    where its crash fired."""
+    if fresh or spec.name not in COUNTED:
+        run_once(tmp, spec, None)
+    hits = [rec for w, rec in COUNTED[spec.name] if w == who and rec["path"].endswith(path_end)]
     assert len(hits) >= abs(nth), f"{who} made {len(hits)} write(s) to *{path_end}"
     return Point(who, int(hits[nth - 1 if nth > 0 else nth]["n"]), after)
 

@@ -51,15 +51,16 @@ def test_every_point(tmp_path: Path, name: str, request: pytest.FixtureRequest) 
 
 
 # -- what the sweep found, each kept at its crash point ------------------------------------
-def one(tmp_path: Path, name: str, point: Point | Callable[[Path], Point],
+def one(tmp_path: Path, name: str, point: Point | Callable[[Path, bool], Point],
         path_end: str | None = None) -> None:
     """Run `name` crashed at `point`: it must fire there (at a path ending in `path_end`,
     if given) and leave no violation. A point found by a counting run (`point` a function
-    of a folder) may be a write off in the next run (a status written once more, say):
-    then it is found again, up to 3 times."""
+    of a folder and whether to count afresh) may be a write off in the next run (a status
+    written once more, say): then it is found again by a new count, up to 3 times."""
     for attempt in range(3):
         w_tmp = tmp_path / f"run{attempt}"
-        aimed_at = point(tmp_path / f"count{attempt}") if callable(point) else point
+        aimed_at = point(tmp_path / f"count{attempt}", attempt > 0) if callable(point) \
+            else point
         outcome, _ = run_once(w_tmp, scenarios.SPECS[name], aimed_at)
         assert outcome.fired, f"{aimed_at} was not reached: the regression aims nowhere"
         fired = [json.loads(line) for line in (w_tmp / "crash.jsonl").read_text().splitlines()
@@ -71,8 +72,8 @@ def one(tmp_path: Path, name: str, point: Point | Callable[[Path], Point],
 
 
 def aimed(tmp_path: Path, name: str, who: str, path_end: str, after: bool) -> None:
-    one(tmp_path, name, lambda tmp: aim(tmp, scenarios.SPECS[name], who, path_end, after),
-        path_end)
+    one(tmp_path, name, lambda tmp, fresh: aim(tmp, scenarios.SPECS[name], who, path_end,
+                                                after, fresh=fresh), path_end)
 
 
 @pytest.mark.parametrize("path_end, after", [
@@ -106,9 +107,10 @@ def test_a_reply_cut_off_by_a_crash_is_sent_once(tmp_path: Path, journaled: bool
     in the journal) and before its result was recorded got "interrupted" on resume, and
     the model sent the reply again. Now the message carries the call's id and the call is
     run again on resume, landing only where it had not."""
-    def point(tmp: Path) -> Point:
+    def point(tmp: Path, fresh: bool) -> Point:
         # just after the lead's inbox, or just after the journal line that follows it
-        landed = aim(tmp, scenarios.SPECS["message"], "alice", "lead_inbox.jsonl", True)
+        landed = aim(tmp, scenarios.SPECS["message"], "alice", "lead_inbox.jsonl", True,
+                     fresh=fresh)
         return Point("alice", landed.n + journaled, True)
     one(tmp_path, "message", point, "events.jsonl" if journaled else "lead_inbox.jsonl")
 
@@ -118,8 +120,9 @@ def test_a_status_whose_line_a_crash_cut_is_journaled_by_the_next_teamd(
     """Found from outside first (the known one): teamd killed between a member's status
     (here its last, `pending`, on the way out) and its journal line; the next teamd's start
     journals the move."""
-    def point(tmp: Path) -> Point:
-        last = aim(tmp, scenarios.SPECS["message"], "teamd", "members/alice.json", False, -1)
+    def point(tmp: Path, fresh: bool) -> Point:
+        last = aim(tmp, scenarios.SPECS["message"], "teamd", "members/alice.json", False, -1,
+                   fresh=fresh)
         return Point("teamd", last.n + 1, False)
     one(tmp_path, "message", point, "events.jsonl")
 

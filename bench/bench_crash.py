@@ -22,7 +22,8 @@ LIMIT = (2400.0, 300.0)
 #: points per scenario with --quick
 QUICK_SAMPLE = 4
 #: what the sweep runs: every scenario the suite sweeps in full
-SWEPT = ("message", "lead-message", "plan", "shutdown", "shutdown-offline", "task")
+SWEPT = ("message", "lead-message", "plan", "permission", "shutdown", "shutdown-offline",
+         "task")
 
 
 def scenario_row(report: Report) -> Row:

@@ -115,6 +115,38 @@ def plan(w: World) -> None:
     _idle(w, "alice")
 
 
+# -- a permission asked, approved and run --------------------------------------------------
+def permission_script() -> dict[str, Any]:
+    def ask(mark: str) -> dict[str, Any]:
+        return {"content": [tool_use("bash", command=f"echo {mark} >> ran.txt")]}
+    return {"rules": [
+        {"name": "again", "agent": "alice", "contains": CUT, "reply": ask("ASKED-2")},
+        {"name": "ask", "agent": "alice", "contains": "PERM-START", "reply": ask("ASKED-1")},
+    ], "default": IDLE}
+
+
+def permission(w: World) -> None:
+    w.ws.settings_file.write_text('[permissions]\nask = ["bash(echo ASKED*)"]\n')
+    make_team(w.ws, w.workdir, "alice", prompt="PERM-START")
+    w.start()
+    ran = w.workdir / "ran.txt"
+
+    def next_step() -> str | None:
+        asks = [r for r in requests.list_requests(w.ws, w.team, pending_only=True)
+                if r["kind"] == "permission"]
+        if asks:
+            return str(asks[0]["request_id"])
+        done = ran.exists() and "ASKED" in ran.read_text() and _status(w, "alice") == "idle"
+        return "done" if done else None
+
+    for i in range(1, 4):  # asked again only after a call cut off by a crash
+        step = w.wait(next_step, "a permission request, or alice done")
+        if step == "done":
+            return
+        w.teamctl(f"approve-{i}", "approve", w.team, step)
+    raise AssertionError("more than 3 permission requests")
+
+
 # -- the shutdown handshake ----------------------------------------------------------------
 def shutdown(w: World) -> None:
     make_team(w.ws, w.workdir, "alice")
@@ -195,5 +227,6 @@ SPECS = {
     "shutdown-offline": Spec("shutdown-offline", lambda: {"rules": [], "default": IDLE},
                              shutdown_offline),
     "task": Spec("task", task_script, task),
+    "permission": Spec("permission", permission_script, permission),
     "delete": Spec("delete", lambda: {"rules": [], "default": IDLE}, delete),
 }

@@ -35,7 +35,8 @@ def assert_clean(report: Report) -> None:
     assert not report.violations, "\n".join(report.violations)
 
 
-@pytest.mark.parametrize("name", ["message", "lead-message", "plan", "shutdown", "task"])
+@pytest.mark.parametrize("name", ["message", "lead-message", "plan", "permission", "shutdown",
+                                  "task"])
 def test_a_sample_of_points(tmp_path: Path, name: str) -> None:
     if FULL:
         pytest.skip("TEAMD_CRASH_SWEEP=full: the whole sweep runs instead")

@@ -64,7 +64,8 @@ class _Switch:
                 self.at = None  # another process crashed first: one crash per run
                 return
             _append(self.log, {"fired": self.count, "pid": os.getpid(), "what": what,
-                               "path": str(path), "after": self.after, "who": self.me})
+                               "path": str(Path(path).absolute()), "after": self.after,
+                               "who": self.me})
         os.kill(os.getpid(), signal.SIGKILL)
 
 

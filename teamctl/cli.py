@@ -26,6 +26,7 @@ from teamctl.tasks import task_app
 from teamctl.web.command import web
 from teamd import (
     actions,
+    crashpoints,
     roster,
     settings,
     worktrees,
@@ -373,6 +374,7 @@ def demo(ctx: typer.Context,
 
 def main() -> None:
     """Console entry point: one clear line on stderr and the contract's exit code."""
+    crashpoints.identify("teamctl")
     try:
         code = app(standalone_mode=False)
         if isinstance(code, int) and code:

@@ -61,6 +61,9 @@ def send(
     reason: Annotated[str | None, typer.Option(help="For shutdown messages.")] = None,
     feedback: Annotated[str | None, typer.Option(help="For plan responses.")] = None,
     summary: Annotated[str | None, typer.Option(help="One line for listings.")] = None,
+    message_id: Annotated[str | None, typer.Option(
+        "--id", help="The message's id (a message or broadcast): run again after a crash, "
+        "the command delivers it once.", show_default=False)] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Append a message to a member's inbox (or the lead's).
@@ -69,13 +72,17 @@ def send(
     page"` reaches the lead's model as a message from user, and its answers land in your
     inbox (`teamctl inbox TEAM`).
 
+    `teamctl send` killed half-way and run again may deliver twice; with --id ID the
+    re-run delivers once (what already landed is not sent again).
+
     \b
     Example:
       teamctl send shop alice 'Finish the login page first'
+      teamctl send shop alice --id login-1 'Finish the login page first'
     """
     msg = actions.send(ws(), team, name, _read_content(content), type_=type_, sender=sender,
                        request_id=request_id, approve=approve, reason=reason,
-                       feedback=feedback, summary=summary)
+                       feedback=feedback, summary=summary, message_id=message_id)
     if as_json:
         output.emit_json(msg)
     else:
@@ -98,14 +105,19 @@ def broadcast(team: TeamArg,
               sender: Annotated[str | None, typer.Option(
                   help="Who sends it (default: the person: lead, or user beside an LLM "
                   "lead).", show_default=False)] = None,
+              message_id: Annotated[str | None, typer.Option(
+                  "--id", help="The broadcast's id: run again after a crash, the command "
+                  "delivers it once.", show_default=False)] = None,
               as_json: JsonOpt = False) -> None:
     """Send one message to every running member and the lead, except the sender.
 
     \b
     Example:
       teamctl broadcast shop 'Code freeze at 17:00'
+      teamctl broadcast shop --id freeze-1 'Code freeze at 17:00'
     """
-    copies = actions.broadcast(ws(), team, _read_content(content), sender=sender)
+    copies = actions.broadcast(ws(), team, _read_content(content), sender=sender,
+                               message_id=message_id)
     if as_json:
         output.emit_json(copies)
     else:

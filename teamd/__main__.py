@@ -7,7 +7,7 @@ import logging
 import os
 import sys
 
-from teamd import __version__
+from teamd import __version__, crashpoints
 from teamd.errors import TeamdError
 from teamd.layout import Workspace
 
@@ -58,6 +58,7 @@ def main(argv: list[str] | None = None) -> None:
         take_key(ws)
         from teamd.supervisor import Supervisor
 
+        crashpoints.identify("teamd")
         sys.exit(Supervisor(ws).run())
     except TeamdError as exc:
         print(f"teamd: error: {exc}", file=sys.stderr)

@@ -14,7 +14,8 @@ import os
 import time
 from typing import Any
 
-from teamd import events, inbox, pidfile, policy
+from teamd import events, inbox, journal_gaps, pidfile, policy
+from teamd.actions import on_behalf
 from teamd.files import Json
 from teamd.holds import Holds, short_of_room
 from teamd.layout import LEAD, SUPERVISOR, USER
@@ -85,6 +86,8 @@ class Exits(Wakeups):
         log.info("%s/%s pid %d exited: %s", team, name, process.pid, describe_exit(code, sig))
         if not self.ws.store.team_exists(team):
             return
+        journal_gaps.mend(self.ws, team, name)  # its last move, if it died before the line
+        journal_gaps.mend_tasks(self.ws, team, name, process.started_at)
         outcome: policy.Outcome | None = None
         kind = "teammate"
 
@@ -102,6 +105,8 @@ class Exits(Wakeups):
                 events.emit(self.ws, team, "exited", member=name, code=code, signal=sig)
             except OSError as exc:  # no room to journal: the roster's record is what counts
                 log.error("%s/%s: cannot journal its exit: %s", team, name, exc)
+            if outcome.status == "shutdown":  # its approval, finished before it says so
+                self.finish_answers(team, name, process.started_at)
             outcome.write(m)  # its status event journaled once it is written
 
         try:
@@ -128,6 +133,14 @@ class Exits(Wakeups):
             self.release_tasks(team, name)
         if outcome.failed_reason is not None:
             self.tell_failed(team, name, kind, outcome.failed_reason)
+
+    def finish_answers(self, team: str, name: str, since: float) -> None:
+        """What a member killed while approving its shutdown left (`on_behalf.finish`),
+        finished under the roster lock (lock order: roster → request → inbox → events)."""
+        try:
+            on_behalf.finish(self.ws, team, name, since)
+        except Exception:
+            log.exception("%s/%s: cannot finish its shutdown's answer", team, name)
 
     def tell_failed(self, team: str, name: str, kind: str, reason: str) -> None:
         """`member_failed` to the journal and to the lead; of the LLM lead itself, to the

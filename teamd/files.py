@@ -29,6 +29,7 @@ from typing import Any
 
 import filelock
 
+from teamd import crashpoints
 from teamd.errors import TeamdError
 from teamd.linescan import Judge, RawLine, Sorted, sort_lines
 
@@ -158,6 +159,7 @@ def _atomic_write(path: Path, chunks: Iterable[bytes], *, durable: bool = True) 
             raise _failed(path, exc) from exc
         raise
     os.close(fd)
+    crashpoints.before("replace", path)
     try:
         os.replace(tmp, path)
     except OSError as exc:
@@ -165,6 +167,7 @@ def _atomic_write(path: Path, chunks: Iterable[bytes], *, durable: bool = True) 
         raise _failed(path, exc) from exc
     if durable:
         fsync_dir(path.parent)
+    crashpoints.after("replace", path)
 
 
 def write_json(path: Path, obj: Mapping[str, Any], *, durable: bool = True) -> None:
@@ -297,6 +300,7 @@ def _append_fd(path: Path, fd: int, data: bytes, *, durable: bool) -> None:
     """Write `data` at the end of `fd` (opened O_APPEND, lock held). If any of it fails,
     cut the file back to the size it had, so no partial line is left (CONTRACT §3)."""
     size = os.fstat(fd).st_size
+    crashpoints.before("append", path)
     try:
         _write_all(fd, data)
         if durable:
@@ -307,6 +311,7 @@ def _append_fd(path: Path, fd: int, data: bytes, *, durable: bool) -> None:
         except OSError as cut:  # pragma: no cover - the file system refuses even that
             log.error("%s: cannot cut a failed append back to %d bytes: %s", path, size, cut)
         raise _failed(path, exc) from exc
+    crashpoints.after("append", path)
 
 
 def _cut_torn_tail(path: Path, fd: int) -> None:
@@ -394,8 +399,10 @@ def drain_lines(path: Path, consume: Callable[[list[Json]], None], judge: Judge,
                 _atomic_write(path, _copy_lines(fd, found.left))
                 found.kept = sum(line.end - line.start for line in found.left)
             else:
+                crashpoints.before("cut", path)
                 os.ftruncate(fd, 0)
                 os.fsync(fd)
+                crashpoints.after("cut", path)
         finally:
             os.close(fd)
     return found

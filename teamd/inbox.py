@@ -18,7 +18,7 @@ import json
 import logging
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from numbers import Real
 from typing import Any, cast
 
@@ -92,10 +92,12 @@ def make(type_: str, sender: str, recipient: str, content: str, **extra: Any) ->
     return cast(Message, msg)
 
 
-def deliver(ws: Workspace, team: str, messages: Sequence[Message]) -> None:
+def deliver(ws: Workspace, team: str, messages: Sequence[Message],
+            landed: Collection[str] = ()) -> None:
     """Append each message to its recipient's inbox (one locked, fsynced write each),
-    then journal them: one `message` event per distinct id (a broadcast is one event)."""
-    for msg in messages:
+    then journal them: one `message` event per distinct id (a broadcast is one event).
+    `landed`: recipients whose copy is in their inbox already (a re-run: `teamd.once`)."""
+    for msg in (m for m in messages if m["recipient"] not in landed):
         ws.store.deliver(team, msg["recipient"], [cast(Json, msg)])
     seen: set[str] = set()
     records = []

@@ -27,7 +27,7 @@ from typing import Protocol
 
 import psutil
 
-from teamd import apikey, files, wake
+from teamd import apikey, crashpoints, files, wake
 from teamd.layout import Workspace
 from teamd.notify import NOTIFY_ENV_KEYS, scrub_child_env
 from teamd.proc import (
@@ -333,6 +333,7 @@ def child_main(ws: Workspace, team: str, name: str, conf: Settings, parent_pid: 
     """The forked child: its own process group, death with teamd, clean signals, descriptors
     and environment; then, once let go, the teammate's loop. Never returns."""
     code = EXIT_BOOT_ERROR
+    crashpoints.identify(name)  # TEAMD_CRASH_WHO=NAME aims at this process (CONTRACT §17)
     try:
         apikey.hold(None)  # a member holds only what its go pipe hands it
         os.setpgid(0, 0)

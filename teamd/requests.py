@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import secrets
 import time
-from collections.abc import Callable, Iterable
-from typing import cast
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, cast
 
 from teamd import events
 from teamd.errors import BadInput
@@ -32,7 +32,11 @@ def open_request(ws: Workspace, team: str, kind: str, sender: str, recipient: st
                  reason: str | None = None, plan: str | None = None,
                  request_id: str | None = None, tool: str | None = None,
                  tool_input: Json | None = None, rule: str | None = None,
-                 argument: str | None = None) -> Request:
+                 argument: str | None = None, answered: str | None = None) -> Request:
+    """Write a new request record, `pending`, and journal `request_opened`; or, with
+    `answered` (the answer's reason), already approved in the same write, and journaled by
+    the caller with its messages (`on_behalf`): a shutdown answered on a non-live member's
+    behalf is never seen, nor left by a crash, `pending` (CONTRACT §6, §17)."""
     if kind not in KINDS:
         raise BadInput(f"unknown request kind {kind!r}")
     rid = request_id or new_id(kind)
@@ -44,10 +48,15 @@ def open_request(ws: Workspace, team: str, kind: str, sender: str, recipient: st
         # `input` is the whole tool input; `argument` what the rule matched (for listings)
         record.update({"tool": tool, "input": tool_input, "rule": rule, "argument": argument,
                        "ran": False, "asked": False})
+    if answered is not None:
+        record["status"] = "approved"
+        record["resolved_at"] = record["created_at"]
+        record["answer_reason"] = answered
     if not ws.store.create_request(team, cast(Json, record)):
         raise BadInput(f"request {rid!r} already exists")
-    events.emit(ws, team, "request_opened", member=sender, request_id=rid, kind=kind,
-                status="pending", recipient=recipient)
+    if answered is None:
+        events.emit(ws, team, "request_opened", member=sender, request_id=rid, kind=kind,
+                    status="pending", recipient=recipient)
     return record
 
 
@@ -91,9 +100,16 @@ def answer(ws: Workspace, team: str, request_id: str, approve: bool, *,
         if feedback is not None:
             record["feedback"] = feedback
         ws.store.write_request(team, record)
-    events.emit(ws, team, "request_answered", member=record["recipient"],
-                request_id=request_id, kind=record["kind"], status=record["status"])
+    journal_answer(ws, team, record)
     return record
+
+
+def journal_answer(ws: Workspace, team: str, record: Mapping[str, Any]) -> None:
+    """Journal `request_answered` for `record` (also by a re-run that finds the answer
+    recorded and its line missing: `once.answered`)."""
+    events.emit(ws, team, "request_answered", member=record["recipient"],
+                request_id=record["request_id"], kind=record["kind"],
+                status=record["status"])
 
 
 def set_flag(ws: Workspace, team: str, request_id: str, key: str,

@@ -23,6 +23,7 @@ from teamd import (
     actions,
     events,
     inbox,
+    journal_gaps,
     pidfile,
     policy,
     repair,
@@ -107,6 +108,7 @@ class Supervisor(Exits):
         self.feed = self.ws.store.changes(kinds=SUPERVISED)
         for team in self.ws.store.team_names():
             events.emit(self.ws, team, "supervisor_started", pid=self.pid)
+            journal_gaps.mend_team(self.ws, team)  # a move whose writer died before its line
         log.info("teamd %s supervising %s (pid %d)", __version__, self.ws.root, self.pid)
         self.reconcile()
         self.notifier.ready(self.status_line())

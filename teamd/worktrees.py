@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from teamd import branches, events, files, roster
+from teamd import branches, crashpoints, events, files, roster
 from teamd.errors import BadInput, TeamdError
 from teamd.files import Json
 
@@ -194,9 +194,11 @@ def commit_task(team: str, name: str, record: Mapping[str, Any], task: Mapping[s
     if staged.returncode not in (0, 1):
         raise GitError(f"git diff: {one_line(staged.stderr)}")
     if staged.returncode == 1:
+        crashpoints.before("commit", Path(path))
         git(path, "commit", "--quiet", "--no-verify", "--no-gpg-sign",
             "--cleanup=whitespace", "-F", "-", env=identity(team, name),
             stdin=task_message(task) + "\n")
+        crashpoints.after("commit", Path(path))
     known = set(task.get("commits") or [])
     return [c for c in task_commits(record, int(task["id"])) if c not in known]
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from teamd import (
     inbox,
+    once,
     permissions,
     requests,
     roster,
@@ -87,7 +88,11 @@ def answer_request(ws: Workspace, team: str, request_id: str, approve: bool,
     beside an LLM lead; any other must be the member the request was sent to. `recipient`,
     when named, must be who asked. `content` (a plan's answer only) is the message's text
     instead of the feedback. `words` spells the fields in a refusal. Returns the response
-    message."""
+    message.
+
+    The record and its message are one change (CONTRACT §6, §17): the message's id is
+    derived from the request's, so the same answer given again (a re-run after a crash
+    between the two) delivers the message where it has not landed, never a second one."""
     config = require_team(ws, team)
     me = roster.person(config)
     sender = sender or me
@@ -118,10 +123,13 @@ def answer_request(ws: Workspace, team: str, request_id: str, approve: bool,
     # what wakes it, so no failure after the answer may leave it waiting
     rule = permissions.always_rule(record["tool"], record.get("argument") or "") \
         if always and approve else None
-    record = requests.answer(ws, team, request_id, approve, feedback=feedback)
-    msg = inbox.make(type_, sender, record["sender"], text,
+    if record["status"] != ("approved" if approve else "rejected"):
+        record = requests.answer(ws, team, request_id, approve, feedback=feedback)
+    else:  # given before, by a process killed before its message (CONTRACT §6, §17)
+        once.answered(ws, team, record)
+    msg = inbox.make(type_, sender, record["sender"], text, id=once.answer_id(request_id),
                      request_id=request_id, approve=approve, feedback=feedback)
-    inbox.deliver(ws, team, [msg])
+    once.deliver(ws, team, [msg])
     if rule is not None:
         permissions.add_always(ws, team, rule)
     return msg

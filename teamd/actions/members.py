@@ -14,6 +14,7 @@ from teamd import (
     budget,
     events,
     inbox,
+    once,
     pidfile,
     policy,
     requests,
@@ -22,6 +23,7 @@ from teamd import (
     settings,
     worktrees,
 )
+from teamd.actions import on_behalf
 from teamd.actions.answers import check_answerer
 from teamd.actions.teams import require_team
 from teamd.errors import BadInput, TeamdError
@@ -125,27 +127,29 @@ def shutdown(ws: Workspace, team: str, name: str, *, reason: str = "",
     sender = sender or roster.person(config)
     member = roster.get(config, name)
     if shut_down(member):
-        raise BadInput(f"{name!r} is already shut down")
-    with roster.locked(ws, team) as config:
+        raise on_behalf.already_shut_down(ws, team, name)
+    with roster.held(ws, team) as config:
         member = roster.get(config, name)
         if shut_down(member):
             # re-checked under the lock: a racing shutdown may have answered it meanwhile
             raise BadInput(f"{name!r} is already shut down")
-        live = roster.is_live(member)
-        record, msg = open_shutdown(ws, team, name, reason, sender)
-        rid = record["request_id"]
-        if live:
-            inbox.deliver(ws, team, [msg])
+        if roster.is_live(member):
+            # a request a crashed `shutdown` left (delivered or not) is the one asked again
+            record = on_behalf.pending(ws, team, name) or open_shutdown(
+                ws, team, name, reason, sender)[0]
+            msg = on_behalf.asked(record)
+            once.deliver(ws, team, [msg])
             return {"request": record, "message": msg, "answered": False}
-        # No process to ask: answer on its behalf, under the roster lock (CONTRACT §6).
-        record = cast(Request, requests.answer(ws, team, rid, True, reason="not running"))
+        # No process to ask: answer on its behalf, under the roster lock (CONTRACT §6): the
+        # roster first, then the record (a pending one answered, or one written answered:
+        # never left `pending`), then its journal lines; a re-run finishes what a crash left
         member["desired"] = Desired.STOPPED
         transition(member, Status.SHUTDOWN, Writer.CONTROL)
-        answer = inbox.make("shutdown_response", name, sender, "not running",
-                            request_id=rid, approve=True, reason="not running")
-        events.emit_many(ws, team, [
-            {"ts": time.time(), "event": "message", "member": sender, "message": msg},
-            {"ts": time.time(), "event": "message", "member": name, "message": answer}])
+        roster.save(ws, team, config)
+        record = on_behalf.settle(ws, team, name) or open_shutdown(
+            ws, team, name, reason, sender, answered=on_behalf.NOT_RUNNING)[0]
+        msg = on_behalf.asked(record)
+        on_behalf.journal(ws, team, record)
     release_tasks(ws, team, name)
     return {"request": record, "message": msg, "answered": True}
 
@@ -180,13 +184,13 @@ def stops_without_handshake(member: Mapping[str, Any], force: bool,
     return force or member["kind"] == "lead" or member["name"] in (LEAD, sender)
 
 
-def open_shutdown(ws: Workspace, team: str, name: str, reason: str, sender: str
-                   ) -> tuple[Request, Message]:
-    """The request record and its `shutdown_request` message (not yet delivered)."""
-    record = requests.open_request(ws, team, "shutdown", sender, name, reason=reason)
-    msg = inbox.make("shutdown_request", sender, name, reason or "Please shut down.",
-                     request_id=record["request_id"], reason=reason)
-    return record, msg
+def open_shutdown(ws: Workspace, team: str, name: str, reason: str, sender: str,
+                  answered: str | None = None) -> tuple[Request, Message]:
+    """The request record and its `shutdown_request` message (not yet delivered);
+    `answered`: the record is written approved, with that reason (`open_request`)."""
+    record = requests.open_request(ws, team, "shutdown", sender, name, reason=reason,
+                                   answered=answered)
+    return record, on_behalf.asked(record)
 
 
 def approve_shutdown(ws: Workspace, team: str, name: str, request_id: str, *, reason: str,
@@ -202,8 +206,8 @@ def approve_shutdown(ws: Workspace, team: str, name: str, request_id: str, *, re
     record = requests.get(ws, team, request_id)
     check_answerer(record, "shutdown", name, None, name)
     msg = inbox.make("shutdown_response", name, record["sender"],
-                     content or f"{name} is shutting down", request_id=request_id,
-                     approve=True, reason=reason, summary=summary)
+                     content or f"{name} is shutting down", id=once.answer_id(request_id),
+                     request_id=request_id, approve=True, reason=reason, summary=summary)
     # lock order: roster → member status → request → inbox → events
     with roster.held(ws, team) as config, roster.status_lock(ws, team, name):
         member = roster.find(config, name)

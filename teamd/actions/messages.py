@@ -9,6 +9,7 @@ from typing import Any, cast
 
 from teamd import (
     inbox,
+    once,
     requests,
     roster,
 )
@@ -57,32 +58,38 @@ class Sent:
 def send(ws: Workspace, team: str, recipient: str, content: str, *, type_: str = "message",
          sender: str | None = None, request_id: str | None = None,
          approve: bool | None = None, reason: str | None = None,
-         feedback: str | None = None, summary: str | None = None) -> Message:
+         feedback: str | None = None, summary: str | None = None,
+         message_id: str | None = None) -> Message:
     """Send one message (`route`), and return it (a broadcast's first copy)."""
     return route(ws, team, recipient, content, type_=type_, sender=sender,
                  request_id=request_id, approve=approve, reason=reason, feedback=feedback,
-                 summary=summary).messages[0]
+                 summary=summary, message_id=message_id).messages[0]
 
 
 def route(ws: Workspace, team: str, recipient: str | None, content: str, *,
           type_: str = "message", sender: str | None = None, request_id: str | None = None,
           approve: bool | None = None, reason: str | None = None,
           feedback: str | None = None, summary: str | None = None,
-          words: Spelling = FLAGS, pid: int | None = None) -> Sent:
+          words: Spelling = FLAGS, pid: int | None = None,
+          message_id: str | None = None) -> Sent:
     """The one dispatcher by message type, for `teamctl send` and the SendMessage tool:
     a broadcast is expanded, a protocol type also opens or answers its request record
     (CONTRACT §3, §6). `sender` defaults to the person (`lead`, or `user` beside an LLM
     lead). `recipient` None: whoever asked (a response), everyone (a broadcast). `pid`: the member
     approving a shutdown asked of it, from its own process (`approve_shutdown`).
-    `words` spells the fields in a refusal."""
+    `words` spells the fields in a refusal. `message_id` (a message or broadcast only):
+    the id to give it, so that a re-run delivers it once (`teamd.once`)."""
     if sender is not None:
         validate_name(sender, "sender")
+    if message_id is not None and type_ not in ("message", "broadcast"):
+        raise BadInput(f"--id applies to a message or a broadcast, not {type_}")
     if recipient is not None:
         validate_name(recipient, "recipient")
     elif type_ not in (*ANSWERS, "broadcast"):
         raise BadInput(f"{type_} needs a recipient")
     if type_ == "broadcast":
-        return Sent(broadcast(ws, team, content, sender=sender, summary=summary))
+        return Sent(broadcast(ws, team, content, sender=sender, summary=summary,
+                              message_id=message_id))
     config = require_team(ws, team, accepting=type_ not in WINDING_DOWN)
     me = roster.person(config)
     sender = sender or me
@@ -139,6 +146,11 @@ def route(ws: Workspace, team: str, recipient: str | None, content: str, *,
         extra["plan"] = content
     if type_ == "idle_notification":
         extra["reason"] = reason
+    if message_id is not None:
+        msg = inbox.make(type_, sender, recipient, content, id=once.check_id(message_id),
+                         **extra)
+        once.deliver(ws, team, [msg])
+        return Sent([msg])
     msg = inbox.make(type_, sender, recipient, content, **extra)
     inbox.deliver(ws, team, [msg])
     return Sent([msg])
@@ -160,9 +172,9 @@ def inbox_owner(config: Json, name: str | None) -> tuple[str, bool]:
 
 
 def broadcast(ws: Workspace, team: str, content: str, *, sender: str | None = None,
-              summary: str | None = None) -> list[Message]:
+              summary: str | None = None, message_id: str | None = None) -> list[Message]:
     """One copy per running member and the lead, except the sender; same id on each.
-    `sender` defaults to the person."""
+    `sender` defaults to the person. `message_id`: as `route`'s (a re-run delivers once)."""
     if sender is not None:
         validate_name(sender, "sender")
     config = require_team(ws, team, accepting=True)
@@ -175,7 +187,11 @@ def broadcast(ws: Workspace, team: str, content: str, *, sender: str | None = No
     targets = [t for t in targets if t != sender]
     if not targets:
         raise BadInput(f"team {team!r} has nobody to broadcast to")
-    first = inbox.make("broadcast", sender, targets[0], content, summary=summary)
+    first = inbox.make("broadcast", sender, targets[0], content, summary=summary,
+                       id=None if message_id is None else once.check_id(message_id))
     copies: list[Message] = [{**first, "recipient": t} for t in targets]
-    inbox.deliver(ws, team, copies)
+    if message_id is not None:
+        once.deliver(ws, team, copies)
+    else:
+        inbox.deliver(ws, team, copies)
     return copies

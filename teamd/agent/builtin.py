@@ -17,7 +17,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from teamd import events, model_limits, ratelimit, settings
-from teamd.agent import accounting, compaction, context, model, stops
+from teamd.agent import accounting, compaction, context, model, stops, tool_handlers
 from teamd.agent.cache_ttl import CacheTTL
 from teamd.agent.runtime import GOES_ON, TurnOutcome
 from teamd.agent.session import INTERRUPTED
@@ -51,10 +51,13 @@ class BuiltinRuntime:
         """Tool calls of the last turn with no result: the process died during them. One
         that ran, or may have, is never run again (INTERRUPTED); one that was waiting for
         permission waits again on its request record, whose `ran` flag says whether an
-        approved call already ran (CONTRACT §6 Resume, §11)."""
+        approved call already ran (CONTRACT §6 Resume, §11); a message sent with the
+        call's id is sent again, landing only where it had not, for its real result
+        (`tool_handlers.replayed`, §17)."""
         m = self.m
         for use in m.session.pending_tool_uses():
-            if m.toolbox.permission_record(use["id"]) is None:
+            again = tool_handlers.replayed(use["name"], use.get("input") or {})
+            if not again and m.toolbox.permission_record(use["id"]) is None:
                 self.record_result(use["id"], INTERRUPTED, is_error=True)
                 continue
             result = m.toolbox.run(use["name"], use.get("input") or {},

@@ -206,6 +206,17 @@ def task_list(box: Toolbox) -> ToolResult:
 
 
 # -- messages and plans --------------------------------------------------------------------
+#: SendMessage types whose message takes the call's id, so that the call run again after a
+#: restart delivers only where it had not landed and gives its real result (CONTRACT §6
+#: Resume, §17): a team tool whose effect was recorded is not "interrupted"
+REPLAYED = ("message", "broadcast")
+
+
+def replayed(name: str, tool_input: Mapping[str, Any]) -> bool:
+    """Whether a call cut off by a restart is run again on resume (`REPLAYED`)."""
+    return name == "SendMessage" and tool_input.get("type", "message") in REPLAYED
+
+
 def send_message(box: Toolbox, recipient: str, content: str, type: str = "message",
                  request_id: str | None = None, approve: bool | None = None,
                  reason: str | None = None, feedback: str | None = None,
@@ -230,7 +241,7 @@ def send_message(box: Toolbox, recipient: str, content: str, type: str = "messag
         approve=approve, reason=None if answer else reason,
         feedback=(feedback if feedback is not None else content.strip() or None)
         if answer else feedback, summary=summary, words=actions.TOOL_INPUTS,
-        pid=box.pid)
+        pid=box.pid, message_id=box.call_id if type in REPLAYED else None)
     msg = sent.messages[0]
     if type == "broadcast":
         names = ", ".join(c["recipient"] for c in sent.messages)

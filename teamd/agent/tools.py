@@ -118,6 +118,11 @@ class Toolbox:
         #: the member process it acts for (its own, or the one a helper serves)
         self.pid = os.getpid() if pid is None else pid
 
+    @property
+    def call_id(self) -> str | None:
+        """The `tool_use` id of the call running now (None outside one)."""
+        return self._use_id
+
     def kill_running(self) -> None:
         """SIGKILL the process group of every command and hook running now, so a member
         stopped mid-call leaves nothing behind."""

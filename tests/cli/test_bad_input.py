@@ -114,7 +114,8 @@ CASES = [
     Case("blocked-by-cycle", ("task", "update", "t", "1", "--blocked-by", "2"), "cycle"),
     Case("blocked-by-not-ids", ("task", "add", "t", "x", "--blocked-by", "one"), "task ids"),
     # -- protocol and usage --------------------------------------------------------------
-    Case("answered-twice", ("approve", "t", "plan-done"), "already approved"),
+    Case("answered-otherwise", ("reject", "t", "plan-done", "--feedback", "no"),
+         "already approved"),
     Case("to-oneself", ("send", "t", "lead", "hi"), "oneself"),
     Case("stop-without-force", ("stop", "t", "alice"), "--force"),
     Case("task-id-not-int", ("task", "show", "t", "abc"), "not a valid integer"),

@@ -19,7 +19,8 @@ from pathlib import Path
 from teamd.store.api import Store
 
 ROOT = Path(__file__).resolve().parents[2]
-STORE = ("teamd/store/files/", "teamd/files.py", "teamd/linescan.py", "teamd/watch.py")
+STORE = ("teamd/store/files/", "teamd/files.py", "teamd/removals.py", "teamd/linescan.py",
+         "teamd/watch.py")
 
 #: the store's own file names: a string outside the store that holds one builds a path there
 LAYOUT_FILES = re.compile(
@@ -58,6 +59,8 @@ ALLOWED: dict[str, tuple[set[str], str]] = {
     "teamd/agent/tools_files.py": ({"exists", "is_dir", "is_file", "mkdir", "open",
                                     "read_bytes", "replace", "stat", "unlink"},
                                    "the file tools, on the member's working tree"),
+    "teamd/crashpoints.py": ({"open", "read_bytes"}, "the crash log of TEAMD_CRASH_LOG (a "
+                             "test's own file, CONTRACT §17)"),
     "teamd/deprecations.py": ({"read_text"}, "the installed SDK's sources (read, never run)"),
     "teamd/prices.py": ({"read_text"}, "the price table shipped with the package"),
     "teamd/scripted/scenario.py": ({"read_text"}, "a scenario file of the scripted model"),

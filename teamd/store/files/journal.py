@@ -12,7 +12,7 @@ import os
 from collections.abc import Callable, Generator, Sequence
 from pathlib import Path
 
-from teamd import files
+from teamd import files, removals
 from teamd.errors import TeamdError
 from teamd.files import Json
 from teamd.store.files import journal_stream
@@ -76,9 +76,9 @@ def _rotate_if_needed(path: Path, max_bytes: int, keep: int) -> None:
         os.truncate(path, 0)
         return
     rotated = journal_stream.rotated
-    rotated(path, keep).unlink(missing_ok=True)
+    removals.remove_file(rotated(path, keep))
     for n in range(keep - 1, 0, -1):
         if rotated(path, n).exists():
-            os.replace(rotated(path, n), rotated(path, n + 1))
-    os.replace(path, rotated(path, 1))
+            removals.rename(rotated(path, n), rotated(path, n + 1))
+    removals.rename(path, rotated(path, 1))
     log.info("rotated %s", path)

@@ -10,7 +10,7 @@ import contextlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from teamd import files
+from teamd import files, removals
 from teamd.files import Json
 from teamd.store.files.base import Base
 from teamd.store.files.units import held
@@ -43,7 +43,7 @@ class Roster(Base):
         files.write_json(self.paths.member_status(team, name), doc)
 
     def drop_state(self, team: str, name: str) -> None:
-        self.paths.member_status(team, name).unlink(missing_ok=True)
+        removals.remove_file(self.paths.member_status(team, name))
 
     def describe_spec(self, team: str) -> str:
         """Where the team's roster is, for a message to a person."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 import fcntl
 import os
 
-from teamd import files
+from teamd import files, removals
 from teamd.files import Json
 from teamd.store.files.base import Base
 
@@ -43,7 +43,7 @@ class Supervision(Base):
         files.write_json(self.paths.supervisor_info, info)
 
     def release_supervisor(self, handle: int | None) -> None:
-        self.paths.supervisor_info.unlink(missing_ok=True)
+        removals.remove_file(self.paths.supervisor_info)
         if handle is not None:
             os.close(handle)  # the flock goes with it
 

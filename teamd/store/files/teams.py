@@ -10,10 +10,9 @@ its folder is renamed away in one step — into `.teams/.archive/{team}-{ts}/`, 
 from __future__ import annotations
 
 import os
-import shutil
 from pathlib import Path
 
-from teamd import files
+from teamd import files, removals
 from teamd.errors import BadInput
 from teamd.files import Json
 from teamd.names import stamp
@@ -66,10 +65,10 @@ class Teams(Base):
         with unit(p.events(team)):
             files.append_jsonl(p.events(team), [last], locked=True)
             if p.tasks_dir(team).is_dir():  # the board first, into the folder that goes next
-                os.replace(p.tasks_dir(team), p.team_dir(team) / "tasks")
-            os.replace(p.team_dir(team), target)
+                removals.rename(p.tasks_dir(team), p.team_dir(team) / "tasks")
+            removals.rename(p.team_dir(team), target)
         if purge:
-            shutil.rmtree(target, ignore_errors=True)
+            removals.remove_tree(target)
             return None
         _prune_archive(target)
         return str(target)
@@ -94,7 +93,7 @@ class Teams(Base):
             if path.parent.is_dir():
                 with unit(path):
                     if path.exists():
-                        os.replace(path, folder / kept)
+                        removals.rename(path, folder / kept)
         return str(folder)
 
     def removed(self, team: str, name: str) -> list[str]:
@@ -111,6 +110,6 @@ def _prune_archive(folder: Path) -> None:
                     lock.unlink(missing_ok=True)
             continue
         if path.is_dir():
-            shutil.rmtree(path, ignore_errors=True)
+            removals.remove_tree(path)
         else:
-            path.unlink(missing_ok=True)
+            removals.remove_file(path)

@@ -44,7 +44,7 @@ def test_a_sample_of_points(tmp_path: Path, name: str) -> None:
 
 
 @pytest.mark.crash_full
-@pytest.mark.parametrize("name", sorted(set(scenarios.SPECS) - {"delete"}))
+@pytest.mark.parametrize("name", sorted(scenarios.SPECS))
 def test_every_point(tmp_path: Path, name: str, request: pytest.FixtureRequest) -> None:
     if not (FULL or "crash_full" in str(request.config.getoption("markexpr") or "")):
         pytest.skip("the whole sweep: -m crash_full or TEAMD_CRASH_SWEEP=full")

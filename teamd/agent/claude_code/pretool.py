@@ -60,13 +60,18 @@ def ruled(tool: str, given: dict[str, Any]) -> tuple[str, dict[str, Any]] | None
 
 
 def settings_json(root: Path, team: str, name: str, pid: int) -> str:
-    """The `--settings` JSON installing this hook for the mapped tools."""
+    """The `--settings` JSON installing this hook for every tool. Settings given on the
+    command line outrank the project's (`.claude/settings.json`, `settings.local.json`):
+    `disableAllHooks` there cannot switch the hook off. None of Claude Code's own tools is
+    pre-allowed (`process.command`): headless, a call runs only on the hook's `allow`, so
+    a hook that fails to start, dies or says anything else refuses it."""
     import shlex
 
     command = shlex.join([sys.executable, "-m", "teamd.agent.claude_code.pretool",
                           str(root), team, name, str(pid)])
-    return json.dumps({"hooks": {"PreToolUse": [{"matcher": "*", "hooks": [
-        {"type": "command", "command": command, "timeout": HOOK_TIMEOUT}]}]}})
+    return json.dumps({"disableAllHooks": False, "hooks": {"PreToolUse": [
+        {"matcher": "*", "hooks": [
+            {"type": "command", "command": command, "timeout": HOOK_TIMEOUT}]}]}})
 
 
 def decide(root: str, team: str, name: str, pid: int, event: dict[str, Any]) -> str | None:

@@ -424,6 +424,38 @@ def test_a_shutdown_ends_a_wait_for_permission(
         assert wait_until(lambda: exit_codes(ws, CC), SLOW, "the exit") == [(0, None)]
 
 
+def test_an_ask_cut_short_by_a_restart_is_answered_not_left_pending(
+        ws: Workspace, server: ScriptedServer, workdir: Path, claude: Path) -> None:
+    secret = workdir / "secret.txt"
+    server.add_rule({"agent": CC, "contains": "ASK-1", "reply": {"content": [tool_use(
+        "Write", file_path=str(secret), content="s\n")]}})
+    server.add_rule({"agent": CC, "contains": "cut short by a restart",
+                     "reply": {"content": "resumed"}})
+    team_with_claude_code(ws, workdir, claude)
+    with ws.settings_file.open("a") as toml:
+        toml.write('[permissions]\nask = ["Write"]\n')
+    with running_teamd(ws, server.url, backoff_initial=0.2):
+        wait_status(ws, CC, "idle", SLOW)
+        actions.send(ws, TEAM, CC, "ASK-1 write it")
+        ask = wait_until(lambda: [m for m in lead_inbox(ws)
+                                  if m["type"] == "permission_request"], SLOW, "the ask")[0]
+        wait_status(ws, CC, "waiting", SLOW)
+        pid = live_pid(ws, TEAM, CC)
+        assert pid is not None
+        psutil.Process(pid).kill()  # the hook waiting for the answer dies with it
+        record = wait_until(lambda: (r := requests.get(ws, TEAM, ask["request_id"]))[
+            "status"] != "pending" and r, SLOW, "the ask answered at the restart")
+        assert (record["status"], record["answer_reason"]) == (
+            "rejected", "interrupted by a restart")
+        assert live_pid(ws, TEAM, CC) not in (None, pid)  # by the member started after
+        server.wait_for(asked("cut short by a restart", CC), SLOW)
+        wait_status(ws, CC, "idle", SLOW)
+        assert not secret.exists()
+        # the answer went to nobody: the lead was asked once and told nothing more
+        assert [m["type"] for m in lead_inbox(ws) if m["type"].startswith("permission")] == [
+            "permission_request"]
+
+
 def test_a_plan_mode_member_writes_nothing_until_its_plan_is_approved(
         ws: Workspace, server: ScriptedServer, workdir: Path, claude: Path) -> None:
     early, late = workdir / "early", workdir / "late"

@@ -106,6 +106,8 @@ class ClaudeCodeRuntime:
             self.session_id = str(uuid.uuid4())
             m.session.append({"type": SESSION_RECORD, "id": self.session_id})
         resume = transcript.path(self.home, self.session_id) is not None
+        for rid in pretool.abandon_asks(m.ws, m.team, m.name):  # their calls died with it
+            log.info("permission request %s %s", rid, pretool.RESTARTED)
         # what a crash of either process left: input Claude Code never took in
         inputs = self.inputs()
         missing = set(transcript.not_taken(

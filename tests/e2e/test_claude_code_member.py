@@ -456,6 +456,39 @@ def test_an_ask_cut_short_by_a_restart_is_answered_not_left_pending(
             "permission_request"]
 
 
+def test_a_queued_turn_cut_short_is_resumed_as_cut_short(
+        ws: Workspace, server: ScriptedServer, workdir: Path, claude: Path) -> None:
+    started, late = workdir / "started", workdir / "late"
+    for rule in (
+        {"agent": CC, "contains": "WORK-1", "reply": {"content": [tool_use(
+            "Bash", command=f"touch {started}", description="work")]}},
+        # the turn's last answer takes a while: a message written meanwhile is queued
+        # (after its last tool call), taken as a turn of its own after this one's result
+        {"name": "slow", "agent": CC, "tool_result": "Bash", "delay": 3,
+         "reply": {"content": "worked"}},
+        {"agent": CC, "contains": "QUEUED-2", "reply": {"content": [tool_use(
+            "Bash", command=f"touch {late}; sleep 120", description="long")]}},
+        {"agent": CC, "contains": "cut short by a restart", "reply": {"content": "resumed"}},
+    ):
+        server.add_rule(rule)
+    team_with_claude_code(ws, workdir, claude)
+    with running_teamd(ws, server.url, backoff_initial=0.2):
+        wait_status(ws, CC, "idle", SLOW)
+        actions.send(ws, TEAM, CC, "WORK-1 go")
+        server.wait_for(lambda r: r["agent"] == CC and r["rule"] == "slow", SLOW)
+        actions.send(ws, TEAM, CC, "QUEUED-2 then this")
+        wait_until(late.exists, SLOW, "the queued turn's Bash call to run")
+        pid = live_pid(ws, TEAM, CC)
+        assert pid is not None
+        psutil.Process(pid).kill()
+        # resumed, told its turn was cut short and its call not re-run
+        resumed = server.wait_for(asked("cut short by a restart", CC), SLOW)
+        assert "Bash" in turn_text(resumed["body"]["messages"][-1])
+        wait_status(ws, CC, "idle", SLOW)
+        for text in ("WORK-1", "QUEUED-2"):
+            assert len(user_turns_with(server, CC, text)) == 1, text
+
+
 def test_a_plan_mode_member_writes_nothing_until_its_plan_is_approved(
         ws: Workspace, server: ScriptedServer, workdir: Path, claude: Path) -> None:
     early, late = workdir / "early", workdir / "late"

@@ -177,14 +177,17 @@ class ClaudeCodeRuntime:
 
     def cut_turn(self) -> str | None:
         """The note resuming a turn the last process left cut short, or None: input was
-        taken in and no `result` came after it."""
+        taken in and no `result` came after it, or Claude Code began a turn after its last
+        `result` (a turn queued while it worked: given before that `result`) and said
+        something in it."""
         records = self.m.session.records
         if not self.given:
             return None
-        last = max(self.given)
-        after = records[last + 1:]
-        if any(r["type"] == RESULT_RECORD for r in after):
-            return None
+        ends = [i for i, r in enumerate(records) if r["type"] == RESULT_RECORD]
+        since = ends[-1] + 1 if ends else 0
+        after = records[since:]
+        if max(self.given) < since and not any(r["type"] == "assistant" for r in after):
+            return None  # the last turn ended, and none began since
         done = {r["block"].get("tool_use_id") for r in after if r["type"] == "tool_result"}
         cut = [b.get("name", "?") for r in after if r["type"] == "assistant"
                for b in r["content"] if b.get("type") == "tool_use" and b.get("id") not in done]

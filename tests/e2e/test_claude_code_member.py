@@ -7,7 +7,9 @@ no process left) → woken by mail → the same Claude Code session resumed."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +47,22 @@ def team_with_claude_code(ws: Workspace, workdir: Path, claude: Path) -> None:
     make_team(ws, workdir, BI)
     actions.spawn(ws, TEAM, CC, "Wait for work from the lead.", cwd=str(workdir),
                   runtime="claude-code")
+
+
+@contextlib.contextmanager
+def awake_with(ws: Workspace, server: ScriptedServer, workdir: Path, claude: Path,
+               rules: tuple[dict[str, Any], ...], permissions: str = "") -> Iterator[None]:
+    """The team of `team_with_claude_code` (the rules scripted, `[permissions]` in
+    teamd.toml) running, restarts quick, with its Claude Code member idle."""
+    for rule in rules:
+        server.add_rule(rule)
+    team_with_claude_code(ws, workdir, claude)
+    if permissions:
+        with ws.settings_file.open("a") as toml:
+            toml.write(f"[permissions]\n{permissions}\n")
+    with running_teamd(ws, server.url, backoff_initial=0.2):
+        wait_status(ws, CC, "idle", SLOW)
+        yield
 
 
 def user_turns_with(server: ScriptedServer, agent: str, text: str) -> list[int]:
@@ -163,17 +181,13 @@ def test_kills_mid_turn_lose_no_message_and_run_no_tool_twice(
         return {"content": [tool_use("Bash", command=f"echo {tag} >> {log}; sleep {seconds}",
                                      description=tag)]}
 
-    for rule in (
+    with awake_with(ws, server, workdir, claude, (
         {"agent": CC, "contains": "WORK-1", "reply": bash("work1", 3)},
         {"agent": CC, "tool_result": "Bash", "reply": {"content": "bash done"}},
         {"agent": CC, "contains": "CRASH-3", "reply": bash("crash3", 120)},
         {"agent": CC, "contains": "CRASH-4", "reply": bash("crash4", 120)},
         {"agent": CC, "contains": "cut short by a restart", "reply": {"content": "resumed"}},
-    ):
-        server.add_rule(rule)
-    team_with_claude_code(ws, workdir, claude)
-    with running_teamd(ws, server.url, backoff_initial=0.2):
-        wait_status(ws, CC, "idle", SLOW)
+    )):
         # a message landing while Claude Code works reaches it after its next tool call,
         # with that call's result, not at the end of the turn
         actions.send(ws, TEAM, CC, "WORK-1 run the command")
@@ -427,15 +441,11 @@ def test_a_shutdown_ends_a_wait_for_permission(
 def test_an_ask_cut_short_by_a_restart_is_answered_not_left_pending(
         ws: Workspace, server: ScriptedServer, workdir: Path, claude: Path) -> None:
     secret = workdir / "secret.txt"
-    server.add_rule({"agent": CC, "contains": "ASK-1", "reply": {"content": [tool_use(
-        "Write", file_path=str(secret), content="s\n")]}})
-    server.add_rule({"agent": CC, "contains": "cut short by a restart",
-                     "reply": {"content": "resumed"}})
-    team_with_claude_code(ws, workdir, claude)
-    with ws.settings_file.open("a") as toml:
-        toml.write('[permissions]\nask = ["Write"]\n')
-    with running_teamd(ws, server.url, backoff_initial=0.2):
-        wait_status(ws, CC, "idle", SLOW)
+    with awake_with(ws, server, workdir, claude, (
+        {"agent": CC, "contains": "ASK-1", "reply": {"content": [tool_use(
+            "Write", file_path=str(secret), content="s\n")]}},
+        {"agent": CC, "contains": "cut short by a restart", "reply": {"content": "resumed"}},
+    ), permissions='ask = ["Write"]'):
         actions.send(ws, TEAM, CC, "ASK-1 write it")
         ask = wait_until(lambda: [m for m in lead_inbox(ws)
                                   if m["type"] == "permission_request"], SLOW, "the ask")[0]
@@ -459,7 +469,7 @@ def test_an_ask_cut_short_by_a_restart_is_answered_not_left_pending(
 def test_a_queued_turn_cut_short_is_resumed_as_cut_short(
         ws: Workspace, server: ScriptedServer, workdir: Path, claude: Path) -> None:
     started, late = workdir / "started", workdir / "late"
-    for rule in (
+    with awake_with(ws, server, workdir, claude, (
         {"agent": CC, "contains": "WORK-1", "reply": {"content": [tool_use(
             "Bash", command=f"touch {started}", description="work")]}},
         # the turn's last answer takes a while: a message written meanwhile is queued
@@ -469,11 +479,7 @@ def test_a_queued_turn_cut_short_is_resumed_as_cut_short(
         {"agent": CC, "contains": "QUEUED-2", "reply": {"content": [tool_use(
             "Bash", command=f"touch {late}; sleep 120", description="long")]}},
         {"agent": CC, "contains": "cut short by a restart", "reply": {"content": "resumed"}},
-    ):
-        server.add_rule(rule)
-    team_with_claude_code(ws, workdir, claude)
-    with running_teamd(ws, server.url, backoff_initial=0.2):
-        wait_status(ws, CC, "idle", SLOW)
+    )):
         actions.send(ws, TEAM, CC, "WORK-1 go")
         server.wait_for(lambda r: r["agent"] == CC and r["rule"] == "slow", SLOW)
         actions.send(ws, TEAM, CC, "QUEUED-2 then this")

@@ -25,8 +25,9 @@ from teamd import settings
 from teamd.errors import BadInput
 
 TEAMD, CLAUDE_CODE = "teamd", "claude-code"
-#: the oldest Claude Code release a member may run (major, minor): 2.1.x
-OLDEST = (2, 1)
+#: the oldest Claude Code release a member may run (major, minor, patch): the one the
+#: tests run (tests/claude_code.py), whose stream-json, transcript and hooks teamd reads
+OLDEST = (2, 1, 332)
 _VERSION = re.compile(r"\b(\d+)\.(\d+)\.(\d+)\b")
 #: `claude --version` answers in well under a second; a hung one is no usable CLI
 VERSION_TIMEOUT = 30.0
@@ -66,8 +67,9 @@ def claude_version(command: str) -> str:
         first = said.splitlines()[0][:120] if said else f"exit {done.returncode}"
         raise BadInput(f"{command} --version said {first!r}: not Claude Code? (set "
                        "claude_code in teamd.toml)")
-    if (int(version[1]), int(version[2])) < OLDEST:
-        raise BadInput(f"{command} {version[0]} is older than {OLDEST[0]}.{OLDEST[1]}.x")
+    if (int(version[1]), int(version[2]), int(version[3])) < OLDEST:
+        raise BadInput(f"{command} {version[0]} is older than "
+                       f"{'.'.join(map(str, OLDEST))}")
     return version[0]
 
 

@@ -20,7 +20,7 @@ from pathlib import Path
 import filelock
 import pytest
 
-#: the Claude Code release the tests run (the oldest the project supports is 2.1.x)
+#: the Claude Code release the tests run (the oldest the project supports: teamd.runtimes.OLDEST)
 VERSION = "2.1.332"
 PACKAGE = "@anthropic-ai/claude-code"
 CACHE = Path(__file__).resolve().parent.parent / ".cache" / "claude-code"

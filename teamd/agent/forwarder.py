@@ -8,7 +8,11 @@ ended with it) and gives Claude Code `url` as `ANTHROPIC_BASE_URL` and `stand_in
 API only through an http(s) URL. What keeps it from being an open proxy: it answers only
 a request carrying this member's random stand-in key (compared in constant time), whose
 `Host` is its own loopback address (no DNS rebinding) and that no web page sent (no
-`Origin`); anything else gets a 401 and reaches nothing.
+`Origin`); anything else gets a 401 and reaches nothing. Of what it admits, only what
+Claude Code itself sends is passed on (`PASSED`: its model calls, `count_tokens`, its
+`HEAD /api/hello` probe): any other method or path — `/v1/messages/batches`, `/v1/files`,
+… that a command Claude Code runs could send with the stand-in key from its environment —
+gets a 404 and reaches nothing, so no spend escapes the counting below.
 
 A request it admits is sent on to the real `ANTHROPIC_BASE_URL` (default Anthropic's API)
 with the stand-in replaced by the key the member holds (`teamd.apikey`), and the answer
@@ -48,6 +52,9 @@ log = logging.getLogger(__name__)
 
 UPSTREAM = "https://api.anthropic.com"
 MESSAGES = "/v1/messages"
+#: the only requests passed on (method, path without its query): all Claude Code sends
+PASSED = frozenset({("POST", MESSAGES), ("POST", f"{MESSAGES}/count_tokens"),
+                    ("HEAD", "/api/hello")})
 #: headers that describe one hop, not the request or answer: never passed on
 HOP = frozenset({"host", "connection", "keep-alive", "transfer-encoding", "content-length",
                  "te", "trailer", "upgrade", "proxy-connection", "proxy-authorization",
@@ -171,14 +178,11 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:
         log.debug("%s " + format, self.address_string(), *args)
 
+    # every method is answered by `forward` (what it does not pass on: a 404)
     def do_GET(self) -> None:
         self.forward()
 
-    def do_HEAD(self) -> None:
-        self.forward()
-
-    def do_POST(self) -> None:
-        self.forward()
+    do_HEAD = do_POST = do_PUT = do_DELETE = do_PATCH = do_OPTIONS = do_GET
 
     def forward(self) -> None:
         fwd = self.fwd
@@ -189,7 +193,12 @@ class _Handler(BaseHTTPRequestHandler):
             return self.send_error_json(401, "authentication_error", "this forwarder serves "
                                         "one teamd member's Claude Code only")
         body = self.read_body(length)
-        if self.command != "POST" or self.path.split("?", 1)[0] != MESSAGES:
+        path = self.path.split("?", 1)[0]
+        if (self.command, path) not in PASSED:  # not Claude Code's: sent nowhere
+            self.close_connection = True
+            return self.send_error_json(404, "not_found_error", f"teamd forwarder: "
+                                        f"{self.command} {path} is not passed on")
+        if (self.command, path) != ("POST", MESSAGES):
             self.relay(body, None)  # not a model call (count_tokens, a probe): not counted
             return
         model_name = _model_of(body)

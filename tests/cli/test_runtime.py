@@ -66,12 +66,18 @@ def test_claude_code_is_chosen_by_flag_team_or_setting(ws: Workspace, claude: Pa
 
 def test_the_claude_code_cli_is_checked_at_spawn(ws: Workspace, tmp_path: Path) -> None:
     assert teamctl_text(ws, "create", TEAM).returncode == 0
-    old = tmp_path / "old-claude"
-    old.write_text("#!/bin/sh\necho '2.0.1 (Claude Code)'\n")
-    old.chmod(0o755)
+    def claude_saying(version: str) -> str:
+        fake = tmp_path / f"claude-{version}"
+        fake.write_text(f"#!/bin/sh\necho '{version} (Claude Code)'\n")
+        fake.chmod(0o755)
+        return str(fake)
+
+    old, untested = claude_saying("2.0.1"), claude_saying("2.1.331")
     cases = {
         "no-such-claude": "no-such-claude not found (set claude_code in teamd.toml)",
-        str(old): f"{old} 2.0.1 is older than 2.1.x",
+        old: f"{old} 2.0.1 is older than 2.1.332",
+        # a 2.1.x before the tested release is refused too: its formats were never read
+        untested: f"{untested} 2.1.331 is older than 2.1.332",
     }
     for command, said in cases.items():
         (ws.root / "teamd.toml").write_text(f'claude_code = "{command}"\n')

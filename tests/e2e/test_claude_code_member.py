@@ -7,6 +7,9 @@ no process left) → woken by mail → the same Claude Code session resumed."""
 
 from __future__ import annotations
 
+import contextlib
+import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +47,22 @@ def team_with_claude_code(ws: Workspace, workdir: Path, claude: Path) -> None:
     make_team(ws, workdir, BI)
     actions.spawn(ws, TEAM, CC, "Wait for work from the lead.", cwd=str(workdir),
                   runtime="claude-code")
+
+
+@contextlib.contextmanager
+def awake_with(ws: Workspace, server: ScriptedServer, workdir: Path, claude: Path,
+               rules: tuple[dict[str, Any], ...], permissions: str = "") -> Iterator[None]:
+    """The team of `team_with_claude_code` (the rules scripted, `[permissions]` in
+    teamd.toml) running, restarts quick, with its Claude Code member idle."""
+    for rule in rules:
+        server.add_rule(rule)
+    team_with_claude_code(ws, workdir, claude)
+    if permissions:
+        with ws.settings_file.open("a") as toml:
+            toml.write(f"[permissions]\n{permissions}\n")
+    with running_teamd(ws, server.url, backoff_initial=0.2):
+        wait_status(ws, CC, "idle", SLOW)
+        yield
 
 
 def user_turns_with(server: ScriptedServer, agent: str, text: str) -> list[int]:
@@ -162,17 +181,13 @@ def test_kills_mid_turn_lose_no_message_and_run_no_tool_twice(
         return {"content": [tool_use("Bash", command=f"echo {tag} >> {log}; sleep {seconds}",
                                      description=tag)]}
 
-    for rule in (
+    with awake_with(ws, server, workdir, claude, (
         {"agent": CC, "contains": "WORK-1", "reply": bash("work1", 3)},
         {"agent": CC, "tool_result": "Bash", "reply": {"content": "bash done"}},
         {"agent": CC, "contains": "CRASH-3", "reply": bash("crash3", 120)},
         {"agent": CC, "contains": "CRASH-4", "reply": bash("crash4", 120)},
         {"agent": CC, "contains": "cut short by a restart", "reply": {"content": "resumed"}},
-    ):
-        server.add_rule(rule)
-    team_with_claude_code(ws, workdir, claude)
-    with running_teamd(ws, server.url, backoff_initial=0.2):
-        wait_status(ws, CC, "idle", SLOW)
+    )):
         # a message landing while Claude Code works reaches it after its next tool call,
         # with that call's result, not at the end of the turn
         actions.send(ws, TEAM, CC, "WORK-1 run the command")
@@ -285,6 +300,37 @@ def test_rules_hold_over_claude_codes_own_tools(
         wait_status(ws, CC, "idle", SLOW)
 
 
+def test_the_projects_claude_settings_cannot_switch_the_rules_off(
+        ws: Workspace, server: ScriptedServer, workdir: Path, claude: Path) -> None:
+    keep, mark = workdir / "keep.txt", workdir / "project-hook-ran"
+    keep.write_text("keep me\n")
+    # the project's settings try everything: hooks off, Bash pre-allowed, and a hook of
+    # its own that allows any call
+    allow = json.dumps({"hookSpecificOutput": {"hookEventName": "PreToolUse",
+                                               "permissionDecision": "allow"}})
+    (workdir / ".claude").mkdir()
+    (workdir / ".claude" / "settings.json").write_text(json.dumps({
+        "disableAllHooks": True, "permissions": {"allow": ["Bash", "Write"]},
+        "hooks": {"PreToolUse": [{"matcher": "*", "hooks": [
+            {"type": "command", "command": f"touch {mark}; echo '{allow}'"}]}]}}))
+    server.add_rule({"agent": CC, "contains": "RULES-1", "reply": {"content": [tool_use(
+        "Bash", command=f"rm {keep.name}", description="remove")]}})
+    server.add_rule({"name": "told", "agent": CC, "tool_result": "Bash",
+                     "reply": {"content": "not removed"}})
+    team_with_claude_code(ws, workdir, claude)
+    with ws.settings_file.open("a") as toml:
+        toml.write('[permissions]\ndeny = ["Bash(rm *)"]\n')
+    with running_teamd(ws, server.url):
+        actions.send(ws, TEAM, CC, "RULES-1 tidy up")
+        told = server.wait_for(lambda r: r["agent"] == CC and r["rule"] == "told", SLOW)
+        assert 'denied by rule "Bash(rm *)"' in str(told["body"]["messages"][-2:])
+        assert keep.exists()
+        assert mark.exists()  # the project's settings were read: hooks were not off
+        assert [(e["tool"], e["rule"]) for e in events_of(ws, CC, "tool_denied")] == [
+            ("Bash", "Bash(rm *)")]
+        wait_status(ws, CC, "idle", SLOW)
+
+
 def test_a_shutdown_asked_mid_turn_reaches_it_and_the_member_leaves(
         ws: Workspace, server: ScriptedServer, workdir: Path, claude: Path) -> None:
     mark = workdir / "started"
@@ -390,6 +436,63 @@ def test_a_shutdown_ends_a_wait_for_permission(
         assert requests.get(ws, TEAM, rid)["status"] == "approved"
         assert not secret.exists()
         assert wait_until(lambda: exit_codes(ws, CC), SLOW, "the exit") == [(0, None)]
+
+
+def test_an_ask_cut_short_by_a_restart_is_answered_not_left_pending(
+        ws: Workspace, server: ScriptedServer, workdir: Path, claude: Path) -> None:
+    secret = workdir / "secret.txt"
+    with awake_with(ws, server, workdir, claude, (
+        {"agent": CC, "contains": "ASK-1", "reply": {"content": [tool_use(
+            "Write", file_path=str(secret), content="s\n")]}},
+        {"agent": CC, "contains": "cut short by a restart", "reply": {"content": "resumed"}},
+    ), permissions='ask = ["Write"]'):
+        actions.send(ws, TEAM, CC, "ASK-1 write it")
+        ask = wait_until(lambda: [m for m in lead_inbox(ws)
+                                  if m["type"] == "permission_request"], SLOW, "the ask")[0]
+        wait_status(ws, CC, "waiting", SLOW)
+        pid = live_pid(ws, TEAM, CC)
+        assert pid is not None
+        psutil.Process(pid).kill()  # the hook waiting for the answer dies with it
+        record = wait_until(lambda: (r := requests.get(ws, TEAM, ask["request_id"]))[
+            "status"] != "pending" and r, SLOW, "the ask answered at the restart")
+        assert (record["status"], record["answer_reason"]) == (
+            "rejected", "interrupted by a restart")
+        assert live_pid(ws, TEAM, CC) not in (None, pid)  # by the member started after
+        server.wait_for(asked("cut short by a restart", CC), SLOW)
+        wait_status(ws, CC, "idle", SLOW)
+        assert not secret.exists()
+        # the answer went to nobody: the lead was asked once and told nothing more
+        assert [m["type"] for m in lead_inbox(ws) if m["type"].startswith("permission")] == [
+            "permission_request"]
+
+
+def test_a_queued_turn_cut_short_is_resumed_as_cut_short(
+        ws: Workspace, server: ScriptedServer, workdir: Path, claude: Path) -> None:
+    started, late = workdir / "started", workdir / "late"
+    with awake_with(ws, server, workdir, claude, (
+        {"agent": CC, "contains": "WORK-1", "reply": {"content": [tool_use(
+            "Bash", command=f"touch {started}", description="work")]}},
+        # the turn's last answer takes a while: a message written meanwhile is queued
+        # (after its last tool call), taken as a turn of its own after this one's result
+        {"name": "slow", "agent": CC, "tool_result": "Bash", "delay": 3,
+         "reply": {"content": "worked"}},
+        {"agent": CC, "contains": "QUEUED-2", "reply": {"content": [tool_use(
+            "Bash", command=f"touch {late}; sleep 120", description="long")]}},
+        {"agent": CC, "contains": "cut short by a restart", "reply": {"content": "resumed"}},
+    )):
+        actions.send(ws, TEAM, CC, "WORK-1 go")
+        server.wait_for(lambda r: r["agent"] == CC and r["rule"] == "slow", SLOW)
+        actions.send(ws, TEAM, CC, "QUEUED-2 then this")
+        wait_until(late.exists, SLOW, "the queued turn's Bash call to run")
+        pid = live_pid(ws, TEAM, CC)
+        assert pid is not None
+        psutil.Process(pid).kill()
+        # resumed, told its turn was cut short and its call not re-run
+        resumed = server.wait_for(asked("cut short by a restart", CC), SLOW)
+        assert "Bash" in turn_text(resumed["body"]["messages"][-1])
+        wait_status(ws, CC, "idle", SLOW)
+        for text in ("WORK-1", "QUEUED-2"):
+            assert len(user_turns_with(server, CC, text)) == 1, text
 
 
 def test_a_plan_mode_member_writes_nothing_until_its_plan_is_approved(

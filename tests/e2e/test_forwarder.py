@@ -122,12 +122,13 @@ def test_a_budget_reached_is_a_400_the_cli_does_not_retry(
     assert [(m["sender"], m["member"]) for m in told] == [("coder", "coder")]
 
 
-def ask(fwd: Forwarder, headers: dict[str, str]) -> tuple[int, str]:
+def ask(fwd: Forwarder, headers: dict[str, str], method: str = "POST",
+        path: str = "/v1/messages") -> tuple[int, str]:
     conn = http.client.HTTPConnection("127.0.0.1", fwd.port, timeout=10)
     body = json.dumps({"model": "claude-opus-5-5", "max_tokens": 5,
                        "messages": [{"role": "user", "content": "hi"}]})
     try:
-        conn.request("POST", "/v1/messages", body=body,
+        conn.request(method, path, body=body,
                      headers={"content-type": "application/json", **headers})
         response = conn.getresponse()
         return response.status, response.read().decode()
@@ -160,6 +161,30 @@ def test_a_request_without_the_stand_in_key_reaches_nothing(
         if path.is_file():
             assert KEY.encode() not in path.read_bytes(), path
     assert files.read_json(ws.store.paths.spend(TEAM)) is not None
+
+
+def test_only_what_claude_code_sends_is_passed_on(
+        forwarder: Forwarder, server: ScriptedServer, ws: Workspace) -> None:
+    # a command Claude Code runs can read the stand-in key from its environment: the rest
+    # of the API (batches, files, models, …) must not be reachable with it, uncounted
+    key = {"x-api-key": forwarder.stand_in}
+    elsewhere = [("POST", "/v1/messages/batches"), ("GET", "/v1/messages/batches"),
+                 ("POST", "/v1/files"), ("GET", "/v1/models"), ("DELETE", "/v1/files/f1"),
+                 ("GET", "/v1/messages"), ("PUT", "/v1/messages"),
+                 ("POST", "/v1/messages/../files"), ("POST", "/api/hello")]
+    answers = [ask(forwarder, key, method, path) for method, path in elsewhere]
+    assert [status for status, _ in answers] == [404] * len(elsewhere), answers
+    assert all("not_found_error" in text for _, text in answers)
+    assert server.requests == [] and server.other_requests == []
+    assert events_of(ws, "coder", "model_call") == []
+    # what Claude Code 2.1.332 sends goes through: its model calls (counted), count_tokens
+    # and its probe (not model calls)
+    assert ask(forwarder, key, "POST", "/v1/messages?beta=true")[0] == 200
+    assert ask(forwarder, key, "POST", "/v1/messages/count_tokens?beta=true")[0] == 200
+    assert ask(forwarder, key, "HEAD", "/api/hello")[0] == 200
+    assert [(o["method"], o["path"]) for o in server.other_requests] == [
+        ("POST", "/v1/messages/count_tokens?beta=true"), ("HEAD", "/api/hello")]
+    assert len(server.requests) == 1 and len(events_of(ws, "coder", "model_call")) == 1
 
 
 def test_a_429_holds_the_root_back_and_the_next_call_waits_it_out(

@@ -50,10 +50,19 @@ def test_turns_taken_in_are_not_given_again(tmp_path: Path) -> None:
     assert transcript.not_taken(["prompt", "A", "B", "C", "A", "B"], taken) == [3, 4, 5]
 
 
-def test_a_dequeue_written_before_its_user_entry_counts_as_taken(tmp_path: Path) -> None:
-    # Claude Code sent the request for "LATE" (dequeued) and died before writing its entry
-    write(tmp_path, [queue("enqueue"), queue("dequeue"), user("prompt"),
-                     queue("enqueue"), queue("dequeue"), queue("enqueue")])
+def test_a_dequeue_without_its_user_entry_is_given_again(tmp_path: Path) -> None:
+    # Claude Code dequeued "LATE" and died before writing its entry: resumed from this
+    # transcript, it would never see "LATE" unless it is given again
+    write(tmp_path, [queue("enqueue", content="prompt"), queue("dequeue"), user("prompt"),
+                     queue("enqueue", content="LATE"), queue("dequeue"),
+                     queue("enqueue", content="NEVER")])
+    taken = transcript.taken_in(tmp_path, SID)
+    assert transcript.not_taken(["prompt", "LATE", "NEVER"], taken) == [1, 2]
+    # once its entry is written, it is taken: given once
+    path = transcript.path(tmp_path, SID)
+    assert path is not None
+    with path.open("a") as more:
+        more.write(json.dumps(user("LATE")) + "\n")
     taken = transcript.taken_in(tmp_path, SID)
     assert transcript.not_taken(["prompt", "LATE", "NEVER"], taken) == [2]
 

@@ -16,7 +16,8 @@ to the model as the tool's error and the call never runs. An ask opens the permi
 request to the lead (or the person, for the LLM lead) and waits for its answer, up to
 `permission_timeout` (then refused: `timeout`), or until a shutdown is asked of the member
 (refused: `shutting down`); the member is `waiting` meanwhile (written as the member,
-under its pid).
+under its pid). An ask left pending when the member's process died is answered `rejected`
+(`interrupted by a restart`) when the next one starts (`abandon_asks`).
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ from typing import Any
 TEAM_TOOLS = "mcp__teamd__"
 #: how long Claude Code lets the hook run (it waits for an ask's answer): a day
 HOOK_TIMEOUT = 86400
+#: the answer to an ask whose call a restart cut short (`abandon_asks`)
+RESTARTED = "interrupted by a restart"
 
 
 def ruled(tool: str, given: dict[str, Any]) -> tuple[str, dict[str, Any]] | None:
@@ -60,13 +63,18 @@ def ruled(tool: str, given: dict[str, Any]) -> tuple[str, dict[str, Any]] | None
 
 
 def settings_json(root: Path, team: str, name: str, pid: int) -> str:
-    """The `--settings` JSON installing this hook for the mapped tools."""
+    """The `--settings` JSON installing this hook for every tool. Settings given on the
+    command line outrank the project's (`.claude/settings.json`, `settings.local.json`):
+    `disableAllHooks` there cannot switch the hook off. None of Claude Code's own tools is
+    pre-allowed (`process.command`): headless, a call runs only on the hook's `allow`, so
+    a hook that fails to start, dies or says anything else refuses it."""
     import shlex
 
     command = shlex.join([sys.executable, "-m", "teamd.agent.claude_code.pretool",
                           str(root), team, name, str(pid)])
-    return json.dumps({"hooks": {"PreToolUse": [{"matcher": "*", "hooks": [
-        {"type": "command", "command": command, "timeout": HOOK_TIMEOUT}]}]}})
+    return json.dumps({"disableAllHooks": False, "hooks": {"PreToolUse": [
+        {"matcher": "*", "hooks": [
+            {"type": "command", "command": command, "timeout": HOOK_TIMEOUT}]}]}})
 
 
 def decide(root: str, team: str, name: str, pid: int, event: dict[str, Any]) -> str | None:
@@ -135,6 +143,26 @@ def answer_of(box: Any, request_id: str) -> Any:
                 feed.wait(left)
         finally:
             set_status(box, Status.ACTIVE)
+
+
+def abandon_asks(ws: Any, team: str, member: str) -> list[str]:
+    """Answer the permission requests `member` left pending `rejected`, reason
+    `RESTARTED`: the hook waiting on each died with the last process, and Claude Code
+    never runs a call cut short again (its resumed turn is told so). The answer goes to
+    nobody (the asker is gone; nothing is sent to the lead). The ids answered."""
+    from teamd import requests
+    from teamd.errors import BadInput
+
+    answered = []
+    for record in requests.list_requests(ws, team, pending_only=True):
+        if record["kind"] != "permission" or record["sender"] != member:
+            continue
+        try:
+            requests.answer(ws, team, record["request_id"], False, reason=RESTARTED)
+        except BadInput:
+            continue  # answered meanwhile: that answer stands
+        answered.append(record["request_id"])
+    return answered
 
 
 def main(argv: list[str]) -> int:

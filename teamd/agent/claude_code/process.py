@@ -32,8 +32,6 @@ from teamd.pgroup import kill_group
 
 log = logging.getLogger(__name__)
 
-#: Claude Code's own tools a member may use (each call first passes section 11: `pretool`)
-OWN_TOOLS = ("Bash", "Read", "Edit", "Write", "MultiEdit", "NotebookEdit", "Glob", "Grep")
 #: Claude Code's own tools named as a team tool (its agent teams' SendMessage): a message
 #: sent with it would reach no teammate, so it is not given (the team's is served by MCP)
 SHADOWED = ("SendMessage",)
@@ -59,7 +57,9 @@ def command(program: str, *, model: str, effort: str, system: str, session_id: s
             "--output-format", "stream-json", "--model", model,
             "--append-system-prompt", system, "--mcp-config", mcp, "--strict-mcp-config",
             "--settings", settings,
-            "--allowedTools", ",".join((*OWN_TOOLS, f"mcp__{MCP_NAME}")),
+            # only the team tools are pre-allowed (never ruled); Claude Code's own run on
+            # the rules hook's `allow` alone (`pretool`), so a hook that fails refuses
+            "--allowedTools", f"mcp__{MCP_NAME}",
             "--disallowedTools", ",".join(SHADOWED)]
     if effort:
         argv += ["--effort", effort]

@@ -13,7 +13,8 @@ protocol, status); this runtime starts the forwarder (`teamd.agent.forwarder`) a
 - mirrors what Claude Code says (its replies, tool calls and results) into the session, so
   `attach` and `transcript` show the conversation as for any member, and journals each of
   its own tool calls as a `tool_call` event;
-- ends the turn at Claude Code's `result` once everything given is taken in — unless the
+- ends the turn at Claude Code's `result` once everything given is taken in (or, when its
+  transcript lags behind the `result`, once it says so: `settled`) — unless the
   forwarder refused its call at a budget: then the member stays `paused` until the budget
   is raised, and a user turn tells Claude Code to go on.
 
@@ -95,6 +96,9 @@ class ClaudeCodeRuntime:
         self.refused = 0
         #: Claude Code's own tool calls under way: id → (name, input, when seen)
         self.calls: dict[str, tuple[str, Any, float]] = {}
+        #: after a `result` that left input given looking not taken: the transcript's
+        #: dequeues then (a dequeue since: Claude Code began another turn), else None
+        self.settling: int | None = None
 
     # -- the Runtime interface -----------------------------------------------------------
     def start(self) -> int | None:
@@ -106,6 +110,8 @@ class ClaudeCodeRuntime:
             self.session_id = str(uuid.uuid4())
             m.session.append({"type": SESSION_RECORD, "id": self.session_id})
         resume = transcript.path(self.home, self.session_id) is not None
+        for rid in pretool.abandon_asks(m.ws, m.team, m.name):  # their calls died with it
+            log.info("permission request %s %s", rid, pretool.RESTARTED)
         # what a crash of either process left: input Claude Code never took in
         inputs = self.inputs()
         missing = set(transcript.not_taken(
@@ -146,7 +152,7 @@ class ClaudeCodeRuntime:
         try:
             event = cli.events.get(timeout=POLL)
         except queue.Empty:
-            return GOES_ON
+            return self.settled()
         if event is None:
             log.error("claude code %d died on its own (exit %s): the member crashes",
                       cli.pid, cli.popen.wait())
@@ -171,14 +177,17 @@ class ClaudeCodeRuntime:
 
     def cut_turn(self) -> str | None:
         """The note resuming a turn the last process left cut short, or None: input was
-        taken in and no `result` came after it."""
+        taken in and no `result` came after it, or Claude Code began a turn after its last
+        `result` (a turn queued while it worked: given before that `result`) and said
+        something in it."""
         records = self.m.session.records
         if not self.given:
             return None
-        last = max(self.given)
-        after = records[last + 1:]
-        if any(r["type"] == RESULT_RECORD for r in after):
-            return None
+        ends = [i for i, r in enumerate(records) if r["type"] == RESULT_RECORD]
+        since = ends[-1] + 1 if ends else 0
+        after = records[since:]
+        if max(self.given) < since and not any(r["type"] == "assistant" for r in after):
+            return None  # the last turn ended, and none began since
         done = {r["block"].get("tool_use_id") for r in after if r["type"] == "tool_result"}
         cut = [b.get("name", "?") for r in after if r["type"] == "assistant"
                for b in r["content"] if b.get("type") == "tool_use" and b.get("id") not in done]
@@ -194,7 +203,7 @@ class ClaudeCodeRuntime:
         `paused`): wait until the budget is raised or removed, if it is not already (a
         shutdown_request ends the wait, `Leave`), then tell Claude Code to go on — a
         recorded input like any other."""
-        self.busy = False
+        self.busy, self.settling = False, None
         self.m.gate.wait()
         self.m.session.append({"type": "user", "content": [{"type": "text", "text": GO_ON}]})
         return GOES_ON
@@ -219,6 +228,29 @@ class ClaudeCodeRuntime:
                      ToolResult(text, is_error=bool(result.get("is_error"))),
                      int((time.monotonic() - seen) * 1000))
 
+    def pending(self, taken: transcript.Taken) -> bool:
+        """Some input given to Claude Code is not taken in, by its transcript."""
+        given = [text for index, text in self.inputs() if index in self.given]
+        return bool(transcript.not_taken(given, taken))
+
+    def settled(self) -> TurnOutcome:
+        """With nothing said for POLL after a `result` that left input looking not taken:
+        the transcript read again. Claude Code writes it a little after it acts, so input
+        it took in (absorbed mid-turn, or its `user` entry) may land after the `result`:
+        once everything is there and no turn began since (no new `dequeue`), the turn
+        is over; a new `dequeue` means it took a queued turn, whose `result` ends it."""
+        if self.settling is None:
+            return GOES_ON
+        taken = transcript.taken_in(self.home, self.session_id)
+        if taken.dequeued > self.settling:
+            self.settling = None  # another turn began: its own result ends it
+            return GOES_ON
+        if self.pending(taken):
+            return GOES_ON
+        self.settling = None
+        self.busy = False
+        return TurnOutcome(ended=True)
+
     def unsent(self) -> list[tuple[int, str]]:
         return [(i, text) for i, text in self.inputs() if i not in self.given]
 
@@ -226,6 +258,7 @@ class ClaudeCodeRuntime:
         """One stream-json event: a reply or a tool result mirrored into the session, the
         end of a turn."""
         kind, message = event.get("type"), event.get("message")
+        self.settling = None  # Claude Code said something: it is at work, or ends a turn
         if kind == "assistant" and isinstance(message, dict):
             content = message.get("content") or []
             self.m.session.append({"type": "assistant", "mirrored": True,
@@ -248,9 +281,10 @@ class ClaudeCodeRuntime:
             self.m.session.append({"type": RESULT_RECORD, "subtype": event.get("subtype"),
                                    "is_error": bool(event.get("is_error"))})
             # a turn written after its last tool call is still queued: another turn follows
+            # (or the transcript lags behind what it took in: `settled` reads it again)
             taken = transcript.taken_in(self.home, self.session_id)
-            given = [text for index, text in self.inputs() if index in self.given]
-            self.busy = bool(transcript.not_taken(given, taken))
+            self.busy = self.pending(taken)
+            self.settling = taken.dequeued if self.busy else None
             refused = self.forwarder_refused() > self.refused
             self.refused = self.forwarder_refused()
             if event.get("is_error"):

@@ -13,9 +13,11 @@ queued (an `enqueue` and nothing after) was never seen by the model: it is given
 
 Claude Code writes its transcript a little after it acts: a turn's `user` entry may land
 after the request carrying it was sent, while the `dequeue` that took the turn off its
-queue is already written. Turns are dequeued in the order they were written to it, so a
-`dequeue` with no `user` entry yet stands for the earliest given turn not accounted for:
-it was taken in, and is not given again.
+queue is already written. A turn is counted as taken in only with its `user` entry (or
+its absorption), never on a `dequeue` alone: a Claude Code that died in that window
+resumes from this transcript, which does not hold the turn, so it is given again. (A
+member that reads the transcript while it lags sees the turn as not taken yet and reads
+again: `runtime`.)
 """
 
 from __future__ import annotations
@@ -48,7 +50,9 @@ def _text(content: Any) -> str | None:
 @dataclass
 class Taken:
     """What a transcript says was taken in: the texts of its `user` turns (`turns`) and of
-    turns absorbed mid-turn (`absorbed`), in order, and how many turns were dequeued."""
+    turns absorbed mid-turn (`absorbed`), in order; and how many turns Claude Code took off
+    its queue (`dequeued`: written as it begins one, so a new one says a turn began — never
+    counted as taken in)."""
 
     turns: list[str] = field(default_factory=list)
     absorbed: Counter[str] = field(default_factory=Counter)
@@ -93,16 +97,12 @@ def taken_in(home: Path, session_id: str) -> Taken:
 
 def not_taken(texts: Iterable[str], taken: Taken) -> list[int]:
     """The positions in `texts` (the turns given, in order) that `taken` does not account
-    for: each text taken in counts once, for the first turn that says it; then a dequeue
-    not yet followed by its `user` entry accounts for the earliest turn left."""
-    given = list(texts)
+    for: each text taken in counts once, for the first turn that says it."""
     left = Counter(taken.turns) + taken.absorbed
     missing = []
-    for i, text in enumerate(given):
+    for i, text in enumerate(texts):
         if left[text] > 0:
             left[text] -= 1
         else:
             missing.append(i)
-    ours = set(given)
-    unrecorded = max(0, taken.dequeued - sum(1 for t in taken.turns if t in ours))
-    return missing[unrecorded:]
+    return missing

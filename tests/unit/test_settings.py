@@ -148,7 +148,7 @@ def test_permissions_and_hooks_tables_are_read(ws: Workspace) -> None:
 
 
 @pytest.mark.parametrize("table, named", [
-    ('[permissions]\nask = ["Bash(git push*)"]\n', "Bash(git push*)"),
+    ('[permissions]\nask = ["SendMessage"]\n', "SendMessage"),
     ('[permissions]\ndeny = ["TaskCreate"]\n', "TaskCreate"),
     ('[permissions]\nallow = ["bash(x"]\n', "bash(x"),
     ('[permissions]\nallow = ["bash()"]\n', "bash()"),

@@ -67,7 +67,7 @@ def answer_in_page(page: Page, rid: str, button: str, feedback: str = "",
 def answered(ws: Workspace, rid: str, approve: bool, feedback: str | None) -> None:
     """The request answered as `teamctl approve`/`reject` answers it: the record resolved
     with the feedback, and one response from the person (lead) to the asker; the command,
-    asked again, finds it answered."""
+    asked again, answers nothing more, and refuses the other answer."""
     record = requests.get(ws, TEAM, rid)
     assert (record["status"], record.get("feedback")) == \
         ("approved" if approve else "rejected", feedback)
@@ -78,9 +78,15 @@ def answered(ws: Workspace, rid: str, approve: bool, feedback: str | None) -> No
         else "permission_response"
     assert [(m["type"], m["sender"], m["recipient"], m["approve"], m.get("feedback") or None)
             for m in sent] == [(kind, "lead", record["sender"], approve, feedback)]
-    said = teamctl_text(ws, "approve" if approve else "reject", TEAM, rid,
-                        *(["--feedback", feedback] if feedback else []))
-    assert f"was already {record['status']}" in said.stderr
+    again = teamctl_text(ws, "approve" if approve else "reject", TEAM, rid,
+                         *(["--feedback", feedback] if feedback else []))
+    assert again.returncode == 0  # the same answer again: nothing more (CONTRACT §6)
+    assert len([e for e in events.read(ws, TEAM) if e.get("event") == "message"
+                and (e.get("message") or {}).get("request_id") == rid
+                and e["message"]["type"].endswith("_response")]) == 1
+    other = teamctl_text(ws, "reject" if approve else "approve", TEAM, rid,
+                         *(["--feedback", "no"] if approve else []))
+    assert other.returncode == 2 and f"was already {record['status']}" in other.stderr
 
 
 def test_every_action_from_the_page_writes_what_the_command_writes(

@@ -35,7 +35,7 @@ from tests.harness import (
     wait_until,
 )
 
-KEY = "sk-ant-real-key-of-the-test-0123456789"
+KEY = "fake-real-key-of-the-test-0123456789"
 IDENTITY = f"You are teammate 'coder' in team '{TEAM}'."
 
 

@@ -20,7 +20,7 @@ from tests.harness import TEAM, make_team, running_teamd, wait_status, wait_unti
 from tests.helpers_proc import TEAMCTL, clean_env, snapshot
 from tests.web.webkit import Web, running_web
 
-KEY = "sk-ant-api03-WEBVIEW-SECRET-7d41c9"
+KEY = "fake-api03-WEBVIEW-SECRET-7d41c9"
 
 
 def ask(web: Web, path: str, *, method: str = "GET", cookie: bool = True,

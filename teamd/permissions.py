@@ -14,6 +14,7 @@ import hashlib
 import logging
 import os
 import secrets
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -192,3 +193,16 @@ def refused_text(record: Mapping[str, Any]) -> str:
     why = record.get("feedback") or record.get("answer_reason") or "no reason"
     return f"permission refused: {why}"
 
+
+def time_left(record: Mapping[str, Any], timeout: float) -> float | None:
+    """Seconds until an ask is refused as `timeout` (`permission_timeout`; 0: never)."""
+    return float(record["created_at"]) + timeout - time.time() if timeout > 0 else None
+
+
+def refuse_ask(ws: Workspace, team: str, request_id: str, why: str) -> Json | None:
+    """End a wait for an ask: reject it (`shutting down`, `timeout`); None when it was
+    answered meanwhile (that answer stands)."""
+    try:
+        return requests.answer(ws, team, request_id, False, reason=why)
+    except BadInput:
+        return None

@@ -20,7 +20,17 @@ import signal
 import time
 from pathlib import Path
 
-from teamd import events, inbox, policy, requests, roster, runtimes, settings, wake
+from teamd import (
+    events,
+    inbox,
+    permissions,
+    policy,
+    requests,
+    roster,
+    runtimes,
+    settings,
+    wake,
+)
 from teamd.agent import context
 from teamd.agent.budget_gate import BudgetGate
 from teamd.agent.builtin import BuiltinRuntime
@@ -31,7 +41,7 @@ from teamd.agent.shutdowns import Shutdowns
 from teamd.agent.standing import Standing
 from teamd.agent.tools import Blocked, Toolbox
 from teamd.agent.waits import Waits
-from teamd.errors import BadInput, TeamdError
+from teamd.errors import TeamdError
 from teamd.files import Json
 from teamd.layout import LEAD, USER, Workspace
 from teamd.proc import EXIT_SLEEP
@@ -289,20 +299,17 @@ class Member:
                 record = requests.get(self.ws, self.team, request_id)
                 if record["status"] != "pending":
                     return record
-                left = None
-                timeout = self.toolbox.settings().permission_timeout
-                if timeout > 0:
-                    left = float(record["created_at"]) + timeout - time.time()
+                left = permissions.time_left(record,
+                                             self.toolbox.settings().permission_timeout)
                 stop = self.shutdowns.pending()
                 if stop is not None or (left is not None and left <= 0):
-                    why = "shutting down" if stop is not None else "timeout"
-                    try:
-                        record = requests.answer(self.ws, self.team, request_id, False,
-                                                 reason=why)
-                    except BadInput:
+                    refused = permissions.refuse_ask(
+                        self.ws, self.team, request_id,
+                        "shutting down" if stop is not None else "timeout")
+                    if refused is None:
                         continue  # answered meanwhile: that answer stands
                     self.shutdowns.leaving = stop
-                    return record
+                    return refused
                 self.waits.wait_on(watcher, left)
         finally:
             self.standing.set_status(Status.ACTIVE)

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import json
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -112,8 +111,7 @@ def set_status(box: Any, status: Any) -> None:
 def answer_of(box: Any, request_id: str) -> Any:
     """Wait for permission request `request_id` to be answered, the member `waiting`
     meanwhile; its record. Refused as `timeout` after `permission_timeout`."""
-    from teamd import requests
-    from teamd.errors import BadInput
+    from teamd import permissions, requests
     from teamd.states import Status
     from teamd.store.changes import Kind
 
@@ -125,21 +123,17 @@ def answer_of(box: Any, request_id: str) -> Any:
                 record = requests.get(box.ws, box.team, request_id)
                 if record["status"] != "pending":
                     return record
-                timeout = box.settings().permission_timeout
-                left = None
-                if timeout > 0:
-                    left = float(record["created_at"]) + timeout - time.time()
+                left = permissions.time_left(record, box.settings().permission_timeout)
                 # a shutdown asked of the member ends the wait, as for any member (its
                 # message reaches Claude Code, through the member, after this call)
                 stopping = any(r["kind"] == "shutdown" and r["recipient"] == box.member
                                for r in requests.list_requests(box.ws, box.team, True))
                 if stopping or (left is not None and left <= 0):
-                    try:
-                        return requests.answer(box.ws, box.team, request_id, False,
-                                               reason="shutting down" if stopping else
-                                               "timeout")
-                    except BadInput:
+                    refused = permissions.refuse_ask(
+                        box.ws, box.team, request_id, "shutting down" if stopping else "timeout")
+                    if refused is None:
                         continue  # answered meanwhile: that answer stands
+                    return refused
                 feed.wait(left)
         finally:
             set_status(box, Status.ACTIVE)

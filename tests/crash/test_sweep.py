@@ -36,7 +36,7 @@ def assert_clean(report: Report) -> None:
 
 
 @pytest.mark.parametrize("name", ["message", "lead-message", "plan", "permission", "shutdown",
-                                  "task"])
+                                  "task", "compaction", "budget", "remove"])
 def test_a_sample_of_points(tmp_path: Path, name: str) -> None:
     if FULL:
         pytest.skip("TEAMD_CRASH_SWEEP=full: the whole sweep runs instead")

@@ -149,3 +149,15 @@ def test_a_team_deleted_never_brings_its_tasks_back(tmp_path: Path) -> None:
     """Found from outside first: `.teams/TEAM` renamed away, the kill, `.tasks/TEAM` left:
     the next `create TEAM` brings the old tasks back."""
     aimed(tmp_path, "delete", "teamctl:delete", "/tasks", False)
+
+
+@pytest.mark.parametrize("path_end", ["members/alice.json", "events.jsonl"])
+def test_a_removal_killed_after_the_roster_is_finished_by_remove_run_again(
+        tmp_path: Path, path_end: str) -> None:
+    """Found by the sweep: `remove` killed after `config.json` left alice out (before her
+    status file went, or before the `member_removed` line): run again, it said no such
+    member, and the line was lost. Now the roster's write comes last, and the next
+    `remove` of that name journals the line (and drops the status file left)."""
+    one(tmp_path, "remove", lambda tmp, fresh: aim(
+        tmp, scenarios.SPECS["remove"], "teamctl:remove", path_end, False, -1, fresh=fresh),
+        path_end)

@@ -10,7 +10,10 @@ mend them, and journals the line then, marked `"repaired": true`:
 - a task the member completed since it started whose `task_completed` line is missing —
   when it reaps the member's process;
 - a member's removal (`teamctl remove` killed between the roster's write and its
-  `member_removed` line) — by the next `remove` of that name, which finds it gone.
+  `member_removed` line) — by the next `remove` of that name, which finds it gone;
+- a team's creation (`create` killed between `config.json` and its `team_created` line):
+  a team whose journal holds no line at all — by the next `create` of that name, and by
+  `teamd`'s start before it journals anything there.
 
 Checked under the lock every writer holds from its save to its line (the roster and the
 member's for a status, the board's for a task), so a change in flight is never taken for
@@ -117,3 +120,19 @@ def mend_removal(ws: Workspace, team: str, name: str) -> bool:
         events.emit(ws, team, "member_removed", member=name, kind=last.get("kind"),
                     role=last.get("role", ""), repaired=True)
     return True
+
+
+def mend_creation(ws: Workspace, team: str) -> bool:
+    """Journal `team_created` (repaired) for `team` if its journal holds no line at all —
+    every writer appends after rotating, so only a `create` killed before its line leaves
+    one empty; whether it did. Under the roster lock `create` journals under."""
+    try:
+        with roster.held(ws, team) as config:
+            if next(events.stream(ws, team), None) is not None:
+                return False
+            events.emit(ws, team, "team_created", description=config.get("description", ""),
+                         repaired=True)
+            return True
+    except (BadInput, TeamdError) as exc:
+        log.warning("%s: cannot look for a creation never journaled: %s", team, exc)
+        return False

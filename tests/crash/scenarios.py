@@ -217,6 +217,9 @@ def delete(w: World) -> None:
     w.teamctl("create", "create", w.team, again=(2,))
     left = board.list_tasks(w.ws, w.team)
     assert not left, f"a deleted team's tasks came back: {[t['subject'] for t in left]}"
+    created = [e for e in journal(w.ws, w.team) if e["event"] == "team_created"]
+    if len(created) != 1:
+        w.found.append(f"the team created again has {len(created)} team_created line(s)")
 
 
 # -- a compaction: a big context, then a message that wakes a compacted member --------------

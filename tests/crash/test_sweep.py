@@ -161,3 +161,12 @@ def test_a_removal_killed_after_the_roster_is_finished_by_remove_run_again(
     one(tmp_path, "remove", lambda tmp, fresh: aim(
         tmp, scenarios.SPECS["remove"], "teamctl:remove", path_end, False, -1, fresh=fresh),
         path_end)
+
+
+def test_a_create_killed_before_its_line_is_journaled_by_create_run_again(
+        tmp_path: Path) -> None:
+    """The known one, left before: `create` killed between `config.json` and its
+    `team_created` line lost the line, and `create` again said the team exists. A team
+    whose journal holds no line at all has it journaled (`"repaired": true`) by the next
+    `create` of that name, which then succeeds (and by `teamd`'s start)."""
+    aimed(tmp_path, "delete", "teamctl:create", "events.jsonl", False)

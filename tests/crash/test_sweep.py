@@ -44,6 +44,7 @@ def test_a_sample_of_points(tmp_path: Path, name: str) -> None:
 
 
 @pytest.mark.crash_full
+@pytest.mark.timeout(0)  # a scenario's every point takes minutes: its runs are bounded each
 @pytest.mark.parametrize("name", sorted(scenarios.SPECS))
 def test_every_point(tmp_path: Path, name: str, request: pytest.FixtureRequest) -> None:
     if not (FULL or "crash_full" in str(request.config.getoption("markexpr") or "")):

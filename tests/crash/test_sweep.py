@@ -171,3 +171,18 @@ def test_a_create_killed_before_its_line_is_journaled_by_create_run_again(
     whose journal holds no line at all has it journaled (`"repaired": true`) by the next
     `create` of that name, which then succeeds (and by `teamd`'s start)."""
     aimed(tmp_path, "delete", "teamctl:create", "events.jsonl", False)
+
+
+@pytest.mark.parametrize("path_end, after", [("lead_inbox.jsonl", True),
+                                             ("events.jsonl", False)])
+def test_a_member_killed_telling_its_budget_tells_the_lead_once(
+        tmp_path: Path, path_end: str, after: bool) -> None:
+    """Found by the sweep: alice killed after her `budget_reached` note landed (before its
+    journal line, or before her status) told the lead again once restarted. The note's id
+    now comes from her `budget_reached` line, which a restart still paused finds (no model
+    call since): it delivers the note only where it has not landed."""
+    def point(tmp: Path, fresh: bool) -> Point:
+        note = aim(tmp, scenarios.SPECS["budget"], "alice", "lead_inbox.jsonl", True,
+                   fresh=fresh)
+        return Point("alice", note.n + (not after), after)
+    one(tmp_path, "budget", point, path_end)

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.crash import scenarios
-from tests.crash.sweep import Point, Report, aim, run_once, sweep
+from tests.crash.sweep import COUNTED, Point, Report, aim, run_once, sweep
 
 #: points per scenario in the default (fast) form
 SAMPLE = 3
@@ -186,3 +186,19 @@ def test_a_member_killed_telling_its_budget_tells_the_lead_once(
                    fresh=fresh)
         return Point("alice", note.n + (not after), after)
     one(tmp_path, "budget", point, path_end)
+
+
+@pytest.mark.parametrize("back", [1, 8])
+def test_a_member_killed_after_a_big_reply_compacts_once_restarted(
+        tmp_path: Path, back: int) -> None:
+    """Found by the sweep: alice killed between the reply that filled her context and the
+    compaction the next message was to start with (here `back` writes before it saves
+    her transcript) forgot the context's size once restarted, and answered without
+    compacting. The size is now read back from the last reply in her session."""
+    def point(tmp: Path, fresh: bool) -> Point:
+        if fresh or "compaction" not in COUNTED:
+            run_once(tmp, scenarios.SPECS["compaction"], None)
+        saved = next(rec for who, rec in COUNTED["compaction"]
+                     if who == "alice" and "/transcripts/" in rec["path"])
+        return Point("alice", int(saved["n"]) - back, False)
+    one(tmp_path, "compaction", point)

@@ -124,6 +124,8 @@ def remove(ws: Workspace, team: str, name: str, *, force: bool = False,
             rid = actions.shutdown(ws, team, name, reason=f"removed from team {team}",
                                    sender=sender)["request"]["request_id"]
             await_shutdown(ws, team, rid, name, timeout, gone_is_enough=True)
+            if roster.get(actions.require_team(ws, team), name)["desired"] == "running":
+                actions.stop(ws, team, name)  # it died unanswered: not to be started again
     await_exit(ws, team, name, timeout,
                f"{name} is still running; it leaves the roster once it is down")
     return actions.remove_member(ws, team, name)

@@ -202,3 +202,12 @@ def test_a_member_killed_after_a_big_reply_compacts_once_restarted(
                      if who == "alice" and "/transcripts/" in rec["path"])
         return Point("alice", int(saved["n"]) - back, False)
     one(tmp_path, "compaction", point)
+
+
+def test_a_member_killed_before_approving_its_removal_is_not_started_again(
+        tmp_path: Path) -> None:
+    """Found by the sweep: alice killed as she approved the shutdown `remove` asked (before
+    `desired=stopped`) was gone, which is enough for `remove`, but teamd started her again
+    by policy, and `remove` failed: still running. `remove` now stops a member that died
+    without answering, so nothing starts it again."""
+    aimed(tmp_path, "remove", "alice", "config.json", False)

@@ -333,6 +333,7 @@ def remove_member(ws: Workspace, team: str, name: str) -> Json:
     validate_member_name(name)
     _not_live(roster.get(require_team(ws, team), name), team)
     board.release(ws, team, name)
+    _shut_down_on_its_behalf(ws, team, name)
     _close_requests_of(ws, team, name)
     _set_aside(ws, team, name)
     report = worktrees.release(ws, team, name)  # no lock held: git runs
@@ -351,6 +352,18 @@ def _not_live(member: Member, team: str) -> None:
         name = member["name"]
         raise TeamdError(f"{name} is still running; shut it down first "
                          f"(`teamctl remove {team} {name}` does, or add --force)")
+
+
+def _shut_down_on_its_behalf(ws: Workspace, team: str, name: str) -> None:
+    """A shutdown asked of it that it died before answering (`remove`'s own, say) is
+    answered on its behalf, with its message, not rejected; one answered so by a removal
+    killed before its lines has them journaled now, once."""
+    on_behalf.settle(ws, team, name)
+    for record in requests.list_requests(ws, team):
+        if record["kind"] == "shutdown" and record["recipient"] == name \
+                and record.get("answer_reason") == on_behalf.NOT_RUNNING:
+            once.answered(ws, team, record)
+            on_behalf.journal(ws, team, record, opened=True)
 
 
 def _close_requests_of(ws: Workspace, team: str, name: str) -> None:

@@ -58,6 +58,7 @@ class BuiltinRuntime:
         call's id is sent again, landing only where it had not, for its real result
         (`tool_handlers.replayed`, §17)."""
         m = self.m
+        compaction.mend(self)  # a `compacted` line a kill cost
         for use in m.session.pending_tool_uses():
             again = tool_handlers.replayed(use["name"], use.get("input") or {})
             if not again and m.toolbox.permission_record(use["id"]) is None:

@@ -211,3 +211,17 @@ def test_a_member_killed_before_approving_its_removal_is_not_started_again(
     by policy, and `remove` failed: still running. `remove` now stops a member that died
     without answering, so nothing starts it again."""
     aimed(tmp_path, "remove", "alice", "config.json", False)
+
+
+def test_a_compaction_whose_line_a_kill_cut_is_journaled_by_the_member_restarted(
+        tmp_path: Path) -> None:
+    """Found by the sweep: alice killed between her session's compaction record and its
+    `compacted` line lost the line; restarted, she journals it (`"repaired": true`)."""
+    def point(tmp: Path, fresh: bool) -> Point:
+        if fresh or "compaction" not in COUNTED:
+            run_once(tmp, scenarios.SPECS["compaction"], None)
+        mine = [rec for who, rec in COUNTED["compaction"] if who == "alice"]
+        saved = next(i for i, rec in enumerate(mine) if "/transcripts/" in rec["path"])
+        line = next(rec for rec in mine[saved:] if rec["path"].endswith("events.jsonl"))
+        return Point("alice", int(line["n"]), False)
+    one(tmp_path, "compaction", point, "events.jsonl")

@@ -8,7 +8,12 @@ mend them, and journals the line then, marked `"repaired": true`:
   (the member's own last move). The gap is the status differing from the `to` of its last
   `status` line (`pending` before the first);
 - a task the member completed since it started whose `task_completed` line is missing —
-  when it reaps the member's process.
+  when it reaps the member's process;
+- a member's removal (`teamctl remove` killed between the roster's write and its
+  `member_removed` line) — by the next `remove` of that name, which finds it gone;
+- a team's creation (`create` killed between `config.json` and its `team_created` line):
+  a team whose journal holds no line at all — by the next `create` of that name, and by
+  `teamd`'s start before it journals anything there.
 
 Checked under the lock every writer holds from its save to its line (the roster and the
 member's for a status, the board's for a task), so a change in flight is never taken for
@@ -92,3 +97,42 @@ def mend_tasks(ws: Workspace, team: str, name: str, since: float) -> int:
         log.warning("%s/%s: cannot look for a task completion never journaled: %s",
                     team, name, exc)
     return missing
+
+
+def mend_removal(ws: Workspace, team: str, name: str) -> bool:
+    """Journal `member_removed` for `name` if it is out of the roster and its last
+    `member_added` line has none after it (a `remove` killed between the two), and drop a
+    status file the kill left; whether there was such a removal to finish. Under the
+    roster lock `remove` holds from its write to its line."""
+    def mine(record: Json) -> bool:
+        return record.get("event") in ("member_added", "member_removed") \
+            and record.get("member") == name
+
+    with roster.held(ws, team) as config:
+        if roster.find(config, name) is not None:
+            return False
+        last = next(events.stream(ws, team, match=mine, last=1), None)
+        if last is None or last["event"] != "member_added":
+            return False
+        with ws.store.member_unit(team, name, create=False) as got:
+            if got and ws.store.read_state(team, name) is not None:
+                ws.store.drop_state(team, name)
+        events.emit(ws, team, "member_removed", member=name, kind=last.get("kind"),
+                    role=last.get("role", ""), repaired=True)
+    return True
+
+
+def mend_creation(ws: Workspace, team: str) -> bool:
+    """Journal `team_created` (repaired) for `team` if its journal holds no line at all —
+    every writer appends after rotating, so only a `create` killed before its line leaves
+    one empty; whether it did. Under the roster lock `create` journals under."""
+    try:
+        with roster.held(ws, team) as config:
+            if next(events.stream(ws, team), None) is not None:
+                return False
+            events.emit(ws, team, "team_created", description=config.get("description", ""),
+                         repaired=True)
+            return True
+    except (BadInput, TeamdError) as exc:
+        log.warning("%s: cannot look for a creation never journaled: %s", team, exc)
+        return False

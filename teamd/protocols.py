@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from teamd import actions, requests, roster
+from teamd import actions, journal_gaps, requests, roster
 from teamd.errors import BadInput, Interrupted, TeamdError
 from teamd.files import Json
 from teamd.layout import Workspace
@@ -111,8 +111,12 @@ def remove(ws: Workspace, team: str, name: str, *, force: bool = False,
            timeout: float, sender: str | None = None) -> Json:
     """`remove`: the shutdown handshake (or, with `force` or for a lead, desired=stopped),
     wait until the member is gone, then take it out of the roster (`actions.remove_member`,
-    whose result this returns)."""
-    member = roster.get(actions.require_team(ws, team), name)
+    whose result this returns; `{"name"}` alone when it finishes a removal a kill cut short
+    after the roster's write)."""
+    config = actions.require_team(ws, team)
+    if roster.find(config, name) is None and journal_gaps.mend_removal(ws, team, name):
+        return {"name": name}
+    member = roster.get(config, name)
     if member["desired"] == "running" or actions.still_up(ws, team, [name]):
         if actions.stops_without_handshake(member, force, sender):
             actions.stop(ws, team, name)
@@ -120,6 +124,8 @@ def remove(ws: Workspace, team: str, name: str, *, force: bool = False,
             rid = actions.shutdown(ws, team, name, reason=f"removed from team {team}",
                                    sender=sender)["request"]["request_id"]
             await_shutdown(ws, team, rid, name, timeout, gone_is_enough=True)
+            if roster.get(actions.require_team(ws, team), name)["desired"] == "running":
+                actions.stop(ws, team, name)  # it died unanswered: not to be started again
     await_exit(ws, team, name, timeout,
                f"{name} is still running; it leaves the roster once it is down")
     return actions.remove_member(ws, team, name)

@@ -107,6 +107,7 @@ class Supervisor(Exits):
         become_subreaper()
         self.feed = self.ws.store.changes(kinds=SUPERVISED)
         for team in self.ws.store.team_names():
+            journal_gaps.mend_creation(self.ws, team)  # before any line of its own there
             events.emit(self.ws, team, "supervisor_started", pid=self.pid)
             journal_gaps.mend_team(self.ws, team)  # a move whose writer died before its line
         log.info("teamd %s supervising %s (pid %d)", __version__, self.ws.root, self.pid)

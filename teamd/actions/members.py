@@ -325,23 +325,45 @@ def remove_member(ws: Workspace, team: str, name: str) -> Json:
     its session and inbox are moved to `removed/{name}-{ts}/` (a member spawned again by
     that name starts afresh), and its git worktree is removed if that loses
     nothing (else kept and said so: `worktree_kept`). Returns the roster entry removed,
-    with `worktree_report` (from `worktrees.release`) when it had a worktree."""
+    with `worktree_report` (from `worktrees.release`) when it had a worktree.
+
+    The roster's write comes last, its `member_removed` line under the same lock: a run
+    killed before it is done again whole by the next `remove`, one killed after it has
+    its line journaled by the next (`journal_gaps.mend_removal`)."""
     validate_member_name(name)
-    require_team(ws, team)
-    with roster.locked(ws, team) as config:
-        member = roster.get(config, name)
-        if roster.is_live(member):
-            raise TeamdError(f"{name} is still running; shut it down first "
-                             f"(`teamctl remove {team} {name}` does, or add --force)")
-        # written back as the lock is let go: config.json, then the status file removed
-        config["members"] = [m for m in config["members"] if m["name"] != name]
+    _not_live(roster.get(require_team(ws, team), name), team)
     board.release(ws, team, name)
+    _shut_down_on_its_behalf(ws, team, name)
     _close_requests_of(ws, team, name)
     _set_aside(ws, team, name)
-    events.emit(ws, team, "member_removed", member=name, kind=member["kind"],
-                role=member.get("role", ""))
-    report = worktrees.release(ws, team, member)  # no lock held: git runs
+    report = worktrees.release(ws, team, name)  # no lock held: git runs
+    with roster.held(ws, team) as config:
+        member = roster.get(config, name)
+        _not_live(member, team)  # started again meanwhile
+        config["members"] = [m for m in config["members"] if m["name"] != name]
+        roster.save(ws, team, config)  # config.json, then the status file removed
+        events.emit(ws, team, "member_removed", member=name, kind=member["kind"],
+                    role=member.get("role", ""))
     return {**member, "worktree_report": report} if report else cast(Json, member)
+
+
+def _not_live(member: Member, team: str) -> None:
+    if roster.is_live(member):
+        name = member["name"]
+        raise TeamdError(f"{name} is still running; shut it down first "
+                         f"(`teamctl remove {team} {name}` does, or add --force)")
+
+
+def _shut_down_on_its_behalf(ws: Workspace, team: str, name: str) -> None:
+    """A shutdown asked of it that it died before answering (`remove`'s own, say) is
+    answered on its behalf, with its message, not rejected; one answered so by a removal
+    killed before its lines has them journaled now, once."""
+    on_behalf.settle(ws, team, name)
+    for record in requests.list_requests(ws, team):
+        if record["kind"] == "shutdown" and record["recipient"] == name \
+                and record.get("answer_reason") == on_behalf.NOT_RUNNING:
+            once.answered(ws, team, record)
+            on_behalf.journal(ws, team, record, opened=True)
 
 
 def _close_requests_of(ws: Workspace, team: str, name: str) -> None:

@@ -9,6 +9,7 @@ from typing import Any
 from teamd import (
     budget,
     events,
+    journal_gaps,
     roster,
     settings,
     worktrees,
@@ -34,6 +35,8 @@ def create_team(ws: Workspace, team: str, description: str = "", *, repo: str | 
         runtime = settings.check("runtime", runtime, "--runtime")
     budget_usd = None if budget_usd is None else budget.parse_usd(budget_usd, "--budget")
     if ws.store.team_exists(team):
+        if journal_gaps.mend_creation(ws, team):  # a create killed before its line, done
+            return roster.load(ws, team)
         raise BadInput(f"team {team!r} already exists")
     top: Path | None = None
     if repo is not None:
@@ -48,7 +51,9 @@ def create_team(ws: Workspace, team: str, description: str = "", *, repo: str | 
     config.setdefault("runtime", runtime)
     if not ws.store.create_team(team, config, budget.new_spend()):
         raise BadInput(f"team {team!r} already exists")
-    events.emit(ws, team, "team_created", description=description)
+    with roster.held(ws, team):  # teamd's start may have journaled it meanwhile
+        if not any(events.stream(ws, team, match=lambda r: r.get("event") == "team_created")):
+            events.emit(ws, team, "team_created", description=description)
     return config
 
 

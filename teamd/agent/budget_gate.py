@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from teamd import budget, events, inbox, roster, settings
+from teamd import budget, events, inbox, once, roster, settings
 from teamd.errors import BadInput, TeamdError
 from teamd.files import Json
 from teamd.layout import LEAD, USER
@@ -23,13 +23,12 @@ log = logging.getLogger(__name__)
 
 
 class BudgetGate:
-    """One member's gate. `told`: the lead heard of the budget reached already (a member
-    restarted while paused, its last_error still saying so, does not tell it twice)."""
+    """One member's gate. `told`: this process told the lead of the budget reached
+    already (a member restarted while paused finds it told in the journal: `said`)."""
 
-    def __init__(self, member: Member, last_error: str | None) -> None:
+    def __init__(self, member: Member) -> None:
         self.m = member
-        self.told = str(last_error or "").startswith(
-            tuple(f"{scope} budget reached" for scope in budget.SCOPES))
+        self.told = False
 
     def roster(self) -> Json:
         """The roster as the member sees it: read now, or the copy last read whole while
@@ -107,14 +106,32 @@ class BudgetGate:
         return line, reached
 
     def tell(self, reached: budget.Reached, line: str) -> None:
+        """Journal `budget_reached`, then tell the lead in a message whose id the line
+        gives. A member killed in between and restarted still paused finds that line (no
+        `model_call` since, the same budget) and delivers its message only where it has
+        not landed: told once (CONTRACT §12, §17)."""
         m = self.m
-        facts = {"scope": reached.scope, "spent_usd": reached.spent_usd,
-                 "budget_usd": reached.budget_usd}
-        events.emit(m.ws, m.team, "budget_reached", member=m.name, **facts)
+        facts: Json = {"scope": reached.scope, "spent_usd": reached.spent_usd,
+                       "budget_usd": reached.budget_usd}
+        said = self.said(facts) or events.emit(m.ws, m.team, "budget_reached",
+                                                 member=m.name, **facts)
         raise_it = f"teamctl budget {m.team} USD" + (
             f" --member {m.name}" if reached.scope == "member" else "")
         # the LLM lead's own pause goes to the person beside it
         recipient = USER if m.kind == "lead" else LEAD
-        inbox.deliver(m.ws, m.team, [inbox.make(
+        once.deliver(m.ws, m.team, [inbox.make(
             "budget_reached", m.name, recipient,
-            f"{m.name} is paused: {line}; `{raise_it}` raises it", member=m.name, **facts)])
+            f"{m.name} is paused: {line}; `{raise_it}` raises it",
+            id=f"{m.name}.budget.{int(float(said['ts']) * 1e6)}", member=m.name, **facts)])
+
+    def said(self, facts: Json) -> Json | None:
+        """This member's last `budget_reached` line, if it is of this budget and scope and
+        no model call came after it: the same pause, already journaled."""
+        m = self.m
+        last = next(events.stream(m.ws, m.team, last=1, match=lambda r: r.get("member") ==
+                                  m.name and r.get("event") in ("budget_reached",
+                                                                "model_call")), None)
+        if last is None or last["event"] != "budget_reached" or any(
+                last.get(k) != facts[k] for k in ("scope", "budget_usd")):
+            return None
+        return last

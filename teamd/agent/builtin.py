@@ -36,14 +36,17 @@ TELL_LEAD_AFTER = 5  # failed tries in a row before the lead hears of retryable 
 
 class BuiltinRuntime:
     """The agent loop of one member process. `last_context`: the real context size of the
-    last call (what compaction is decided on); `api_failures`: failed calls in a row."""
+    last call (what compaction is decided on; at start, the last reply's in the session);
+    `api_failures`: failed calls in a row."""
 
     def __init__(self, member: Member) -> None:
         self.m = member
         self.specs = specs_for(member.kind)
         self.cache = CacheTTL(woken=member.session.ends_with_reply())  # breakpoints' TTLs
         self.client = model.make_client(member.conf.api_timeout)
-        self.last_context = 0
+        # a member restarted compacts where it would have: from its last reply's usage
+        usage = member.session.last_usage()
+        self.last_context = context.context_size(usage) if usage else 0
         self.api_failures = 0
 
     # -- the Runtime interface -----------------------------------------------------------
@@ -55,6 +58,7 @@ class BuiltinRuntime:
         call's id is sent again, landing only where it had not, for its real result
         (`tool_handlers.replayed`, §17)."""
         m = self.m
+        compaction.mend(self)  # a `compacted` line a kill cost
         for use in m.session.pending_tool_uses():
             again = tool_handlers.replayed(use["name"], use.get("input") or {})
             if not again and m.toolbox.permission_record(use["id"]) is None:

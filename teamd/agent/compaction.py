@@ -53,9 +53,31 @@ def compact(runtime: BuiltinRuntime) -> bool:
                     "known_ids": sorted(session.known_ids),
                     "claimed_ids": sorted(session.claimed_ids),
                     "before_tokens": before, "carry": carry})
-    after = len(compacted_head(member.identity, session.records[0])) // 4 + len(
-        json.dumps(carry, ensure_ascii=False)) // 4
-    events.emit(member.ws, member.team, "compacted", member=member.name, before_tokens=before,
-                after_tokens=after, transcript=rel)
+    _journal(runtime)
     runtime.last_context = 0
     return True
+
+
+def _journal(runtime: BuiltinRuntime, **extra: bool) -> None:
+    """The `compacted` line of the compaction the session starts with."""
+    member = runtime.m
+    record = member.session.records[0]
+    after = len(compacted_head(member.identity, record)) // 4 + len(
+        json.dumps(record.get("carry", []), ensure_ascii=False)) // 4
+    events.emit(member.ws, member.team, "compacted", member=member.name,
+                before_tokens=record.get("before_tokens"), after_tokens=after,
+                transcript=record.get("transcript"), **extra)
+
+
+def mend(runtime: BuiltinRuntime) -> None:
+    """At start: the `compacted` line of the compaction the session starts with, if the
+    member was killed between the two (`"repaired": true`; only it writes either)."""
+    m = runtime.m
+    records = m.session.records
+    if not records or records[0]["type"] != "compaction":
+        return
+    rel = records[0].get("transcript")
+    if next(events.stream(m.ws, m.team, last=1, match=lambda r: r.get("event") == "compacted"
+                          and r.get("member") == m.name and r.get("transcript") == rel),
+            None) is None:
+        _journal(runtime, repaired=True)

@@ -89,7 +89,7 @@ class Member:
         self.api_told: set[str] = set()  # the lead heard of this trouble ("retrying", …)
         self.turn_ended = False  # the agent ended a turn in this process: tell the lead
         self.shutdowns = Shutdowns(self)
-        self.gate = BudgetGate(self, member.get("last_error"))  # budgets before each call
+        self.gate = BudgetGate(self)  # budgets before each call
         self.runtime: Runtime = self.make_runtime(runtimes.of(member))
 
     def make_runtime(self, runtime: str) -> Runtime:

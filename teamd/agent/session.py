@@ -170,6 +170,15 @@ class Session:
             return all(r["type"] == "tool_result" for r in after)
         return not after and reply.get("stop_reason") not in GOES_ON
 
+    def last_usage(self) -> Json | None:
+        """The usage of the model's last reply since the last compaction (None: none
+        since): what a member restarted decides compaction on, as it would have."""
+        first = 0
+        if self.records and self.records[0]["type"] == "compaction":
+            first = 1 + len(self.records[0].get("carry", []))  # carried: measured before
+        return next((r.get("usage") for r in reversed(self.records[first:])
+                     if r["type"] == "assistant"), None)
+
     def paused(self) -> bool:
         """The API paused the model's last reply (`pause_turn`): it goes on from there."""
         last = next((r for r in reversed(self.records) if not r.get("hidden")), None)

@@ -18,7 +18,7 @@ from teamd import actions, board, files, requests, roster
 from tests.crash.sweep import Spec, World
 from tests.faults.faultkit import Sent
 from tests.gitrepo import commits, make_repo
-from tests.harness import make_team, tool_use
+from tests.harness import journal, make_team, tool_use
 
 #: the result a tool call gets when a crash cut it off (CONTRACT §6, Resume)
 CUT = "interrupted by a restart"
@@ -217,6 +217,107 @@ def delete(w: World) -> None:
     w.teamctl("create", "create", w.team, again=(2,))
     left = board.list_tasks(w.ws, w.team)
     assert not left, f"a deleted team's tasks came back: {[t['subject'] for t in left]}"
+    created = [e for e in journal(w.ws, w.team) if e["event"] == "team_created"]
+    if len(created) != 1:
+        w.found.append(f"the team created again has {len(created)} team_created line(s)")
+
+
+# -- a compaction: a big context, then a message that wakes a compacted member --------------
+#: 100 uncached + 30,000 read + 30,000 written: over a threshold of 50,000 (CONTRACT §6)
+BIG_CONTEXT = {"input_tokens": 100, "cache_read_input_tokens": 30000,
+               "cache_creation_input_tokens": 30000}
+BIG = "MSG00002x7f3a02"
+AFTER = "MSG00003x7f3a03"
+
+
+def compaction_script() -> dict[str, Any]:
+    return {"rules": [
+        {"name": "summary", "agent": "alice", "contains": "Your context is nearly full",
+         "reply": {"content": "SUMMARY-7f3: the lead asked for big things."}},
+        {"name": "big", "agent": "alice", "contains": "BIG-CTX",
+         "reply": {"content": "Noted.", "usage": BIG_CONTEXT}},
+        {"name": "after", "agent": "alice", "contains": "AFTER-CTX", "reply": {"content": [
+            tool_use("SendMessage", recipient="lead", content="POST-COMPACT-7f3")]}},
+    ], "default": IDLE}
+
+
+def _compacted(w: World, name: str) -> bool:
+    return any(e["event"] == "compacted" and e.get("member") == name
+               for e in journal(w.ws, w.team))
+
+
+def compaction(w: World) -> None:
+    make_team(w.ws, w.workdir, "alice")
+    w.start()
+    _idle(w, "alice")
+    w.teamctl("send-big", "send", w.team, "alice", "--id", "big-1", f"{BIG} BIG-CTX remember")
+    w.sent.append(Sent("alice", "big-1", BIG))
+    w.wait(lambda: any(BIG in str(r.get("body")) for r in w.server.requests
+                       if r["agent"] == "alice"), "the big context asked")
+    _idle(w, "alice")
+    w.teamctl("send-after", "send", w.team, "alice", "--id", "after-1",
+              f"{AFTER} AFTER-CTX what next?")
+    w.sent.append(Sent("alice", "after-1", AFTER))
+    w.replies.append("POST-COMPACT-7f3")
+    w.wait(lambda: any("POST-COMPACT-7f3" in m["content"] for m in files.read_jsonl(
+        w.ws.store.paths.inbox(w.team, "lead")).records), "alice's reply after compacting")
+    _idle(w, "alice")
+    if not _compacted(w, "alice"):
+        w.found.append("alice answered without compacting (or its `compacted` line lost)")
+
+
+# -- a budget reached, then raised ---------------------------------------------------------
+#: 30,000 input tokens: $0.06 at Sonnet 5.5's $2 per million, over a budget of $0.05
+COSTLY = {"input_tokens": 30_000, "output_tokens": 0, "cache_read_input_tokens": 0,
+          "cache_creation_input_tokens": 0}
+
+
+def budget_script() -> dict[str, Any]:
+    def step(mark: str) -> dict[str, Any]:
+        return {"content": [tool_use("bash", command=f"echo {mark} >> ran.txt; echo STEP-OK")],
+                "usage": COSTLY}
+    return {"rules": [
+        {"name": "again", "agent": "alice", "contains": CUT, "reply": step("RAN-STEP-2")},
+        {"name": "step", "agent": "alice", "contains": "BUDGET-START",
+         "reply": step("RAN-STEP")},
+        {"name": "done", "agent": "alice", "contains": "STEP-OK",
+         "reply": {"content": "Done."}},
+    ], "default": IDLE}
+
+
+def budget(w: World) -> None:
+    make_team(w.ws, w.workdir, "alice", prompt="BUDGET-START", budget_usd=0.05)
+    w.start()
+    w.wait(lambda: _status(w, "alice") == "paused", "alice paused at her budget")
+    w.teamctl("budget", "budget", w.team, "1", "--member", "alice")
+    w.wait(lambda: any(r["agent"] == "alice" and "STEP-OK" in str(r.get("body"))
+                       for r in w.server.requests), "alice on after the budget was raised")
+    _idle(w, "alice")
+    notes = [m for m in files.read_jsonl(w.ws.store.paths.inbox(w.team, "lead")).records
+             if m.get("type") == "budget_reached"]
+    if len(notes) != 1:
+        w.found.append(f"the lead told {len(notes)} times that alice's budget was reached")
+
+
+# -- a member removed (the handshake, then out of the roster) ------------------------------
+def remove(w: World) -> None:
+    make_team(w.ws, w.workdir, "alice")
+    board.create(w.ws, w.team, "Alice's task", owner="alice")
+    w.start()
+    _idle(w, "alice")
+    # a re-run after a crash past the roster's write finds no alice (exit 2)
+    w.teamctl("remove", "remove", w.team, "alice", again=(2,))
+    if roster.find(roster.load(w.ws, w.team), "alice") is not None:
+        w.found.append("alice still in the roster")
+    owned = [t["id"] for t in board.list_tasks(w.ws, w.team) if t.get("owner") == "alice"]
+    if owned:
+        w.found.append(f"tasks {owned} still owned by alice, removed")
+    if w.ws.store.paths.session(w.team, "alice").exists():
+        w.found.append("alice's session not set aside")
+    removed = [e for e in journal(w.ws, w.team)
+               if e["event"] == "member_removed" and e.get("member") == "alice"]
+    if len(removed) != 1:
+        w.found.append(f"{len(removed)} member_removed line(s) for alice")
 
 
 SPECS = {
@@ -229,4 +330,8 @@ SPECS = {
     "task": Spec("task", task_script, task),
     "permission": Spec("permission", permission_script, permission),
     "delete": Spec("delete", lambda: {"rules": [], "default": IDLE}, delete),
+    "compaction": Spec("compaction", compaction_script, compaction,
+                       {"compact_threshold": 50000}),
+    "budget": Spec("budget", budget_script, budget),
+    "remove": Spec("remove", lambda: {"rules": [], "default": IDLE}, remove),
 }

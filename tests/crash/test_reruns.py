@@ -1,7 +1,8 @@
 """What a re-run after a crash finds, set up in the files directly (the sweep reaches the
 same states with real kills: test_sweep.py): `send --id` and `broadcast --id` deliver once,
-`approve` after its record was written delivers the answer once, and a status move saved
-without its journal line is journaled by the next look."""
+`approve` after its record was written delivers the answer once, a status move saved
+without its journal line is journaled by the next look, and so is a team's creation (by
+`teamd`'s start or `create` run again) when its journal holds no line at all."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ from pathlib import Path
 from teamd import actions, events, files, inbox, journal_gaps, once, requests, roster
 from teamd.errors import BadInput
 from teamd.layout import Workspace
-from tests.harness import cli, journal, make_team
+from teamd.scripted import ScriptedServer
+from tests.harness import cli, journal, make_team, running_teamd, wait_until
 
 
 def messages(ws: Workspace, team: str, msg_id: str) -> list[dict[str, object]]:
@@ -102,3 +104,34 @@ def test_a_member_spawned_again_is_not_taken_for_its_predecessor(
     actions.spawn(ws, team, "alice", "again", cwd=str(workdir))
     assert roster.get(roster.load(ws, team), "alice")["status"] == "pending"
     assert journal_gaps.mend(ws, team, "alice") is False
+
+
+def _created_unjournaled(ws: Workspace, workdir: Path) -> str:
+    """The state `create` killed before its `team_created` line leaves: the team's files,
+    an empty journal."""
+    team = make_team(ws, workdir)
+    ws.store.paths.events(team).write_bytes(b"")
+    return team
+
+
+def test_a_team_with_an_empty_journal_has_its_creation_journaled_by_teamd(
+        ws: Workspace, workdir: Path, server: ScriptedServer) -> None:
+    team = _created_unjournaled(ws, workdir)
+    with running_teamd(ws, server.url):
+        wait_until(lambda: any(e["event"] == "supervisor_started" for e in journal(ws, team)),
+                   30, "teamd started")
+    first, second = journal(ws, team)[:2]
+    assert (first["event"], first.get("repaired")) == ("team_created", True)
+    assert second["event"] == "supervisor_started"  # the line comes before teamd's own
+
+
+def test_create_again_journals_only_a_creation_never_journaled(ws: Workspace,
+                                                              workdir: Path) -> None:
+    team = _created_unjournaled(ws, workdir)
+    cli(ws, "create", team)  # finishes what the kill cut: exit 0
+    assert [e.get("repaired") for e in journal(ws, team)] == [True]
+    # a journal with lines but no `team_created` (rotated away): the team just exists
+    ws.store.paths.events(team).write_text('{"ts": 1, "event": "supervisor_started"}\n')
+    result = cli(ws, "create", team, ok=False)
+    assert isinstance(result.exception, BadInput) and "already exists" in str(result.exception)
+    assert [e["event"] for e in journal(ws, team)] == ["supervisor_started"]

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.crash import scenarios
-from tests.crash.sweep import Point, Report, aim, run_once, sweep
+from tests.crash.sweep import COUNTED, Point, Report, aim, run_once, sweep
 
 #: points per scenario in the default (fast) form
 SAMPLE = 3
@@ -36,7 +36,7 @@ def assert_clean(report: Report) -> None:
 
 
 @pytest.mark.parametrize("name", ["message", "lead-message", "plan", "permission", "shutdown",
-                                  "task"])
+                                  "task", "compaction", "budget", "remove"])
 def test_a_sample_of_points(tmp_path: Path, name: str) -> None:
     if FULL:
         pytest.skip("TEAMD_CRASH_SWEEP=full: the whole sweep runs instead")
@@ -44,6 +44,7 @@ def test_a_sample_of_points(tmp_path: Path, name: str) -> None:
 
 
 @pytest.mark.crash_full
+@pytest.mark.timeout(0)  # a scenario's every point takes minutes: its runs are bounded each
 @pytest.mark.parametrize("name", sorted(scenarios.SPECS))
 def test_every_point(tmp_path: Path, name: str, request: pytest.FixtureRequest) -> None:
     if not (FULL or "crash_full" in str(request.config.getoption("markexpr") or "")):
@@ -149,3 +150,78 @@ def test_a_team_deleted_never_brings_its_tasks_back(tmp_path: Path) -> None:
     """Found from outside first: `.teams/TEAM` renamed away, the kill, `.tasks/TEAM` left:
     the next `create TEAM` brings the old tasks back."""
     aimed(tmp_path, "delete", "teamctl:delete", "/tasks", False)
+
+
+@pytest.mark.parametrize("path_end", ["members/alice.json", "events.jsonl"])
+def test_a_removal_killed_after_the_roster_is_finished_by_remove_run_again(
+        tmp_path: Path, path_end: str) -> None:
+    """Found by the sweep: `remove` killed after `config.json` left alice out (before her
+    status file went, or before the `member_removed` line): run again, it said no such
+    member, and the line was lost. Now the roster's write comes last, and the next
+    `remove` of that name journals the line (and drops the status file left)."""
+    one(tmp_path, "remove", lambda tmp, fresh: aim(
+        tmp, scenarios.SPECS["remove"], "teamctl:remove", path_end, False, -1, fresh=fresh),
+        path_end)
+
+
+def test_a_create_killed_before_its_line_is_journaled_by_create_run_again(
+        tmp_path: Path) -> None:
+    """The known one, left before: `create` killed between `config.json` and its
+    `team_created` line lost the line, and `create` again said the team exists. A team
+    whose journal holds no line at all has it journaled (`"repaired": true`) by the next
+    `create` of that name, which then succeeds (and by `teamd`'s start)."""
+    aimed(tmp_path, "delete", "teamctl:create", "events.jsonl", False)
+
+
+@pytest.mark.parametrize("path_end, after", [("lead_inbox.jsonl", True),
+                                             ("events.jsonl", False)])
+def test_a_member_killed_telling_its_budget_tells_the_lead_once(
+        tmp_path: Path, path_end: str, after: bool) -> None:
+    """Found by the sweep: alice killed after her `budget_reached` note landed (before its
+    journal line, or before her status) told the lead again once restarted. The note's id
+    now comes from her `budget_reached` line, which a restart still paused finds (no model
+    call since): it delivers the note only where it has not landed."""
+    def point(tmp: Path, fresh: bool) -> Point:
+        note = aim(tmp, scenarios.SPECS["budget"], "alice", "lead_inbox.jsonl", True,
+                   fresh=fresh)
+        return Point("alice", note.n + (not after), after)
+    one(tmp_path, "budget", point, path_end)
+
+
+@pytest.mark.parametrize("back", [1, 8])
+def test_a_member_killed_after_a_big_reply_compacts_once_restarted(
+        tmp_path: Path, back: int) -> None:
+    """Found by the sweep: alice killed between the reply that filled her context and the
+    compaction the next message was to start with (here `back` writes before it saves
+    her transcript) forgot the context's size once restarted, and answered without
+    compacting. The size is now read back from the last reply in her session."""
+    def point(tmp: Path, fresh: bool) -> Point:
+        if fresh or "compaction" not in COUNTED:
+            run_once(tmp, scenarios.SPECS["compaction"], None)
+        saved = next(rec for who, rec in COUNTED["compaction"]
+                     if who == "alice" and "/transcripts/" in rec["path"])
+        return Point("alice", int(saved["n"]) - back, False)
+    one(tmp_path, "compaction", point)
+
+
+def test_a_member_killed_before_approving_its_removal_is_not_started_again(
+        tmp_path: Path) -> None:
+    """Found by the sweep: alice killed as she approved the shutdown `remove` asked (before
+    `desired=stopped`) was gone, which is enough for `remove`, but teamd started her again
+    by policy, and `remove` failed: still running. `remove` now stops a member that died
+    without answering, so nothing starts it again."""
+    aimed(tmp_path, "remove", "alice", "config.json", False)
+
+
+def test_a_compaction_whose_line_a_kill_cut_is_journaled_by_the_member_restarted(
+        tmp_path: Path) -> None:
+    """Found by the sweep: alice killed between her session's compaction record and its
+    `compacted` line lost the line; restarted, she journals it (`"repaired": true`)."""
+    def point(tmp: Path, fresh: bool) -> Point:
+        if fresh or "compaction" not in COUNTED:
+            run_once(tmp, scenarios.SPECS["compaction"], None)
+        mine = [rec for who, rec in COUNTED["compaction"] if who == "alice"]
+        saved = next(i for i, rec in enumerate(mine) if "/transcripts/" in rec["path"])
+        line = next(rec for rec in mine[saved:] if rec["path"].endswith("events.jsonl"))
+        return Point("alice", int(line["n"]), False)
+    one(tmp_path, "compaction", point, "events.jsonl")

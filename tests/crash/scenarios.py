@@ -304,7 +304,11 @@ def remove(w: World) -> None:
     make_team(w.ws, w.workdir, "alice")
     board.create(w.ws, w.team, "Alice's task", owner="alice")
     w.start()
-    _idle(w, "alice")
+    # settled before the removal: she has taken her task and answered the note about it
+    # (else whether `remove` or her own exit hands it back, its writes, depends on timing)
+    w.wait(lambda: board.get(w.ws, w.team, 1)["status"] == "in_progress"
+           and sum(r["agent"] == "alice" for r in w.server.requests) >= 2
+           and _status(w, "alice") == "idle", "alice idle with her task taken")
     # a re-run after a crash past the roster's write finds no alice (exit 2)
     w.teamctl("remove", "remove", w.team, "alice", again=(2,))
     if roster.find(roster.load(w.ws, w.team), "alice") is not None:

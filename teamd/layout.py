@@ -39,17 +39,21 @@ class Workspace:
     """A root, its store, and the paths a host keeps for itself whatever the store."""
 
     root: Path
+    #: the store chosen for this run (`--store`); None: the `store` setting decides
+    store_url: str | None = None
 
     @cached_property
     def store(self) -> Store:
-        """Where this root's records live (CONTRACT §15): the files under `.teams/` and
-        `.tasks/` unless configured otherwise."""
-        from teamd.store import open_store  # the store imports layout: not at module level
-        return open_store(self.root)
+        """Where this root's records live (CONTRACT §15): `--store`, else the `store`
+        setting (`TEAMD_STORE`, `teamd.toml`), else the files under `.teams/` and `.tasks/`."""
+        from teamd import settings  # both import layout: not at module level
+        from teamd.store import open_store
+        return open_store(self.root, self.store_url or settings.load(self).store)
 
     @classmethod
-    def at(cls, root: str | os.PathLike[str] | None = None) -> Workspace:
-        return cls(resolve_root(root))
+    def at(cls, root: str | os.PathLike[str] | None = None, store: str | None = None
+           ) -> Workspace:
+        return cls(resolve_root(root), store)
 
     @property
     def settings_file(self) -> Path:

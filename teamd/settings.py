@@ -19,10 +19,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from teamd.errors import BadInput, TeamdError
-from teamd.layout import Workspace
 from teamd.permission_rules import Permissions, parse_table
 
 if TYPE_CHECKING:
+    from teamd.layout import Workspace
     from teamd.prices import Price
 
 log = logging.getLogger(__name__)
@@ -74,6 +74,9 @@ class Settings:
     runtime: str = "teamd"
     #: the Claude Code command for `claude-code` members (§14)
     claude_code: str = "claude"
+    #: where the records live: "files" (`.teams/`, `.tasks/`) or a PostgreSQL URL, its
+    #: password never written here (CONTRACT §15; `teamd.store.urls`)
+    store: str = "files"
     permissions: Permissions = field(default_factory=Permissions)
     #: hook name → shell command, only the hooks that are set
     hooks: Mapping[str, str] = field(default_factory=dict)

@@ -1,7 +1,7 @@
 """The store: where a workspace's records live, behind one interface (`api.Store`).
 
-`open_store(root)` gives the store of a root: the files store (`teamd.store.files`) today;
-the PostgreSQL store of CONTRACT §15 next. What changed in a store reaches readers as typed
+`open_store(root, url)` gives the store of a root: the files store (`teamd.store.files`) by
+default, the PostgreSQL store (`teamd.store.postgres`, CONTRACT §15) for a postgresql:// URL. What changed in a store reaches readers as typed
 `Change`s (`teamd.store.changes`), never as file names.
 """
 
@@ -9,13 +9,24 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from teamd.errors import BadInput
 from teamd.store.api import Feed, Store
 from teamd.store.changes import Change, Kind
 
 __all__ = ["Change", "Feed", "Kind", "Store", "open_store"]
 
 
-def open_store(root: Path) -> Store:
-    """The store of the workspace at `root`."""
-    from teamd.store.files import FilesStore
-    return FilesStore(root)
+def open_store(root: Path, url: str | None = None) -> Store:
+    """The store of the workspace at `root` named by `url` (`files`, or a PostgreSQL URL;
+    `Workspace.store` says which). BadInput for a URL that cannot be one, or a PostgreSQL
+    store without its extra installed."""
+    from teamd.store import urls
+    if url is None or urls.check(url) == urls.FILES:
+        from teamd.store.files import FilesStore
+        return FilesStore(root)
+    try:
+        from teamd.store.postgres import PostgresStore
+    except ImportError as exc:
+        raise BadInput(f"the PostgreSQL store needs psycopg: pip install 'teamd[postgres]' "
+                       f"({exc})") from None
+    return PostgresStore(url, root)

@@ -1,0 +1,48 @@
+"""Store URLs (CONTRACT §15): which store a root uses, checked and shown without a password.
+
+`files` (the default: `.teams/` and `.tasks/` under the root) or a PostgreSQL URL
+(`postgresql://…`, any libpq URI, Unix sockets included). A password given in the URL is
+used for connecting only: every URL the product shows goes through `mask`.
+"""
+
+from __future__ import annotations
+
+from urllib.parse import urlsplit, urlunsplit
+
+from teamd.errors import BadInput
+
+FILES = "files"
+SCHEMES = ("postgresql", "postgres")
+
+
+def is_postgres(url: str) -> bool:
+    return url.split("://", 1)[0].lower() in SCHEMES and "://" in url
+
+
+def mask(url: str) -> str:
+    """`url` as people are shown it: the password, if any, replaced by `***`."""
+    if not is_postgres(url):
+        return url
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return url.split("://", 1)[0] + "://***"
+    if parts.password is None:
+        return url
+    user = parts.username or ""
+    host = parts.netloc.rsplit("@", 1)[1]
+    return urlunsplit(parts._replace(netloc=f"{user}:***@{host}"))
+
+
+def check(url: str) -> str:
+    """`url` if it names a store this product has, else BadInput in one line (masked)."""
+    if url == FILES:
+        return url
+    if not is_postgres(url):
+        raise BadInput(f"unknown store {mask(url)!r}: use `files` or a postgresql:// URL")
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises ValueError on a port that is no number
+    except ValueError as exc:
+        raise BadInput(f"malformed store URL {mask(url)!r}: {exc}") from None
+    return url

@@ -1,8 +1,9 @@
 """The store: where a workspace's records live, behind one interface (`api.Store`).
 
 `open_store(root, url)` gives the store of a root: the files store (`teamd.store.files`) by
-default, the PostgreSQL store (`teamd.store.postgres`, CONTRACT §15) for a postgresql:// URL. What changed in a store reaches readers as typed
-`Change`s (`teamd.store.changes`), never as file names.
+default, the PostgreSQL store (`teamd.store.postgres`, CONTRACT §15) for a postgresql://
+URL. What changed in a store reaches readers as typed `Change`s (`teamd.store.changes`),
+never as file names.
 """
 
 from __future__ import annotations
@@ -29,4 +30,5 @@ def open_store(root: Path, url: str | None = None) -> Store:
     except ImportError as exc:
         raise BadInput(f"the PostgreSQL store needs psycopg: pip install 'teamd[postgres]' "
                        f"({exc})") from None
-    return PostgresStore(url, root)
+    store: Store = PostgresStore(url, root)
+    return store

@@ -48,7 +48,7 @@ class Workspace:
         setting (`TEAMD_STORE`, `teamd.toml`), else the files under `.teams/` and `.tasks/`."""
         from teamd import settings  # both import layout: not at module level
         from teamd.store import open_store
-        return open_store(self.root, self.store_url or settings.load(self).store)
+        return open_store(self.root, self.store_url or settings.store_url(self))
 
     @classmethod
     def at(cls, root: str | os.PathLike[str] | None = None, store: str | None = None

@@ -175,6 +175,17 @@ def load(ws: Workspace, environ: Mapping[str, str] | None = None) -> Settings:
     return base
 
 
+def store_url(ws: Workspace) -> str:
+    """The `store` setting alone (TEAMD_STORE, else teamd.toml's, else `files`): the rest of
+    the file is not checked, so a bad rule or a typo in another key — which `load` refuses,
+    and a running teamd keeps its settings through — leaves the records within reach."""
+    raw = _env_value(os.environ, "store")
+    if raw is None and ws.settings_file.exists():
+        raw = _read_table(ws.settings_file).get("store")
+    return str(_coerce("store", raw, str, str(ws.settings_file))) if raw is not None \
+        else Settings.store
+
+
 def _read_table(path: Path) -> dict[str, Any]:
     try:
         return tomllib.loads(path.read_text())

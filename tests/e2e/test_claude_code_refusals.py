@@ -18,6 +18,7 @@ from tests.claude_code_team import CC, SLOW, awake_with, mcp, team_with_claude_c
 from tests.harness import (
     TEAM,
     events_of,
+    exit_codes,
     lead_inbox,
     make_team,
     running_teamd,
@@ -100,6 +101,24 @@ def test_exit_plan_mode_rejected_then_approved(
         wait_status(ws, CC, "idle", SLOW)
         writes = [e["ok"] for e in events_of(ws, CC, "tool_call") if e["tool"] == "Write"]
         assert writes == [False, True]
+
+
+def test_a_shutdown_ends_the_wait_for_a_plan(
+        ws: Workspace, server: ScriptedServer, workdir: Path, claude: Path) -> None:
+    server.add_rule({"agent": CC, "contains": "PLAN-1", "reply": {"content": [tool_use(
+        "ExitPlanMode", plan="PLAN-A")]}})
+    plan_mode_member(ws, workdir, claude)
+    with running_teamd(ws, server.url):
+        wait_status(ws, CC, "idle", SLOW)
+        actions.send(ws, TEAM, CC, "PLAN-1 plan it")
+        plan = wait_until(lambda: plans(ws), SLOW, "the plan")[0]
+        wait_status(ws, CC, "waiting", SLOW)
+        rid = actions.shutdown(ws, TEAM, CC, reason="wrap up")["request"]["request_id"]
+        wait_status(ws, CC, "shutdown", SLOW)
+        record = requests.get(ws, TEAM, plan["request_id"])
+        assert (record["status"], record["answer_reason"]) == ("rejected", "shutting down")
+        assert requests.get(ws, TEAM, rid)["status"] == "approved"
+        assert wait_until(lambda: exit_codes(ws, CC), SLOW, "the exit") == [(0, None)]
 
 
 def test_submit_plan_approved_takes_claude_code_out_of_plan_mode(

@@ -52,10 +52,11 @@ PLAN_NOTE = ("You start in plan mode: explore read-only, then call ExitPlanMode 
 
 
 def rejected(record: Json) -> str:
-    """The tool's error for a plan the lead rejected: its feedback, and what to do."""
+    """The tool's error for a plan not approved: the lead's feedback (or why the wait
+    ended: `shutting down`), and what to do."""
     why = record.get("feedback") or record.get("answer_reason") or "no reason given"
-    return (f"The lead rejected your plan: {why}. You are still in plan mode: revise the "
-            "plan along this feedback and call ExitPlanMode again with the whole plan.")
+    return (f"Your plan was rejected: {why}. You are still in plan mode: revise the plan "
+            "along this feedback and call ExitPlanMode again with the whole plan.")
 
 
 class PlanMode:

@@ -41,15 +41,17 @@ def team_with_claude_code(ws: Workspace, workdir: Path, claude: Path) -> None:
 
 @contextlib.contextmanager
 def awake_with(ws: Workspace, server: ScriptedServer, workdir: Path, claude: Path,
-               rules: tuple[dict[str, Any], ...], permissions: str = "") -> Iterator[None]:
-    """The team of `team_with_claude_code` (the rules scripted, `[permissions]` in
-    teamd.toml) running, restarts quick, with its Claude Code member idle."""
+               rules: tuple[dict[str, Any], ...], permissions: str = "",
+               hooks: str = "") -> Iterator[None]:
+    """The team of `team_with_claude_code` (the rules scripted, `[permissions]` and
+    `[hooks]` in teamd.toml) running, restarts quick, with its Claude Code member idle."""
     for rule in rules:
         server.add_rule(rule)
     team_with_claude_code(ws, workdir, claude)
-    if permissions:
-        with ws.settings_file.open("a") as toml:
-            toml.write(f"[permissions]\n{permissions}\n")
+    with ws.settings_file.open("a") as toml:
+        for table, body in (("permissions", permissions), ("hooks", hooks)):
+            if body:
+                toml.write(f"[{table}]\n{body}\n")
     with running_teamd(ws, server.url, backoff_initial=0.2):
         wait_status(ws, CC, "idle", SLOW)
         yield

@@ -445,34 +445,3 @@ def test_a_queued_turn_cut_short_is_resumed_as_cut_short(
         wait_status(ws, CC, "idle", SLOW)
         for text in ("WORK-1", "QUEUED-2"):
             assert len(user_turns_with(server, CC, text)) == 1, text
-
-
-def test_a_plan_mode_member_writes_nothing_until_its_plan_is_approved(
-        ws: Workspace, server: ScriptedServer, workdir: Path, claude: Path) -> None:
-    early, late = workdir / "early", workdir / "late"
-    for rule in (
-        {"agent": CC, "contains": "PLAN-1", "reply": {"content": [tool_use(
-            "Bash", command=f"touch {early}", description="too early")]}},
-        {"agent": CC, "contains": "submit a plan with SubmitPlan", "reply": mcp(
-            "SubmitPlan", plan="1. touch late")},
-        {"agent": CC, "tool_result": "mcp__teamd__SubmitPlan",
-         "reply": {"content": "submitted"}},
-        {"agent": CC, "contains": 'type="plan_approval_response"', "reply": {"content": [
-            tool_use("Bash", command=f"touch {late}", description="as planned")]}},
-        {"name": "done", "agent": CC, "tool_result": "Bash", "reply": {"content": "done"}},
-    ):
-        server.add_rule(rule)
-    (ws.root / "teamd.toml").write_text(f'claude_code = "{claude}"\n')
-    make_team(ws, workdir)
-    actions.spawn(ws, TEAM, CC, "Wait for work from the lead.", cwd=str(workdir),
-                  runtime="claude-code", plan_mode=True)
-    with running_teamd(ws, server.url):
-        wait_status(ws, CC, "idle", SLOW)
-        actions.send(ws, TEAM, CC, "PLAN-1 touch the files")
-        ask = wait_until(lambda: [m for m in lead_inbox(ws)
-                                  if m["type"] == "plan_approval_request"], SLOW, "the plan")[0]
-        assert ask["content"] == "1. touch late" and not early.exists()
-        approved = teamctl_text(ws, "approve", TEAM, ask["request_id"])
-        assert approved.returncode == 0, approved.stderr
-        server.wait_for(lambda r: r["agent"] == CC and r["rule"] == "done", SLOW)
-        assert late.exists() and not early.exists()

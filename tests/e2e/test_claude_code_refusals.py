@@ -8,13 +8,15 @@ Code as the tool's error, seen in its next request at the scripted server."""
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from teamd import actions, requests
 from teamd.layout import Workspace
 from teamd.scripted import ScriptedServer
-from tests.claude_code_team import CC, SLOW, awake_with, mcp, team_with_claude_code
+from tests.claude_code_team import CC, SLOW, awake_with, mcp
 from tests.harness import (
     TEAM,
     events_of,
@@ -29,11 +31,20 @@ from tests.harness import (
 from tests.helpers_proc import teamctl_text
 
 
-def plan_mode_member(ws: Workspace, workdir: Path, claude: Path) -> None:
+@contextlib.contextmanager
+def planning_with(ws: Workspace, server: ScriptedServer, workdir: Path, claude: Path,
+                  rules: tuple[dict[str, Any], ...]) -> Iterator[None]:
+    """A team whose one member runs Claude Code in plan mode (the rules scripted), running,
+    the member idle."""
+    for rule in rules:
+        server.add_rule(rule)
     (ws.root / "teamd.toml").write_text(f'claude_code = "{claude}"\n')
     make_team(ws, workdir)
     actions.spawn(ws, TEAM, CC, "Wait for work from the lead.", cwd=str(workdir),
                   runtime="claude-code", plan_mode=True)
+    with running_teamd(ws, server.url):
+        wait_status(ws, CC, "idle", SLOW)
+        yield
 
 
 def plans(ws: Workspace) -> list[dict[str, Any]]:
@@ -58,7 +69,7 @@ def lines_of(path: Path) -> list[str]:
 def test_exit_plan_mode_rejected_then_approved(
         ws: Workspace, server: ScriptedServer, workdir: Path, claude: Path) -> None:
     target = workdir / "target.txt"
-    for rule in (
+    with planning_with(ws, server, workdir, claude, (
         {"agent": CC, "contains": "PLAN-1", "reply": {"content": [tool_use(
             "Write", file_path=str(target), content="too early\n")]}},
         # refused by teamd's gate (and Claude Code's plan mode): it plans instead
@@ -71,11 +82,7 @@ def test_exit_plan_mode_rejected_then_approved(
              "Write", file_path=str(target), content="as planned\n")]}},
         {"name": "wrote", "agent": CC, "tool_result": "Write", "contains": "successfully",
          "reply": {"content": "written as planned"}},
-    ):
-        server.add_rule(rule)
-    plan_mode_member(ws, workdir, claude)
-    with running_teamd(ws, server.url):
-        wait_status(ws, CC, "idle", SLOW)
+    )):
         actions.send(ws, TEAM, CC, "PLAN-1 write target.txt")
         first = wait_until(lambda: plans(ws), SLOW, "the first plan")[0]
         assert first["content"] == "PLAN-A write target.txt"
@@ -105,11 +112,9 @@ def test_exit_plan_mode_rejected_then_approved(
 
 def test_a_shutdown_ends_the_wait_for_a_plan(
         ws: Workspace, server: ScriptedServer, workdir: Path, claude: Path) -> None:
-    server.add_rule({"agent": CC, "contains": "PLAN-1", "reply": {"content": [tool_use(
-        "ExitPlanMode", plan="PLAN-A")]}})
-    plan_mode_member(ws, workdir, claude)
-    with running_teamd(ws, server.url):
-        wait_status(ws, CC, "idle", SLOW)
+    plan_it = {"agent": CC, "contains": "PLAN-1",
+               "reply": {"content": [tool_use("ExitPlanMode", plan="PLAN-A")]}}
+    with planning_with(ws, server, workdir, claude, (plan_it,)):
         actions.send(ws, TEAM, CC, "PLAN-1 plan it")
         plan = wait_until(lambda: plans(ws), SLOW, "the plan")[0]
         wait_status(ws, CC, "waiting", SLOW)
@@ -123,24 +128,25 @@ def test_a_shutdown_ends_the_wait_for_a_plan(
 
 def test_submit_plan_approved_takes_claude_code_out_of_plan_mode(
         ws: Workspace, server: ScriptedServer, workdir: Path, claude: Path) -> None:
-    target = workdir / "target.txt"
+    early, target = workdir / "early", workdir / "target.txt"
     target.write_text("old line\n")
-    for rule in (
-        {"agent": CC, "contains": "PLAN-1", "reply": mcp("SubmitPlan", plan="1. edit it")},
+    with planning_with(ws, server, workdir, claude, (
+        {"agent": CC, "contains": "PLAN-1", "reply": {"content": [tool_use(
+            "Bash", command=f"touch {early}", description="too early")]}},
+        {"agent": CC, "contains": "submit a plan with SubmitPlan",
+         "reply": mcp("SubmitPlan", plan="1. edit it")},
         {"agent": CC, "tool_result": "mcp__teamd__SubmitPlan",
          "reply": {"content": "submitted, waiting"}},
         {"name": "go", "agent": CC, "contains": 'type="plan_approval_response"',
          "reply": {"content": [tool_use("Edit", file_path=str(target),
                                         old_string="old", new_string="new")]}},
         {"name": "edited", "agent": CC, "tool_result": "Edit", "reply": {"content": "done"}},
-    ):
-        server.add_rule(rule)
-    plan_mode_member(ws, workdir, claude)
-    with running_teamd(ws, server.url):
-        wait_status(ws, CC, "idle", SLOW)
+    )):
         actions.send(ws, TEAM, CC, "PLAN-1 edit target.txt")
         plan = wait_until(lambda: plans(ws), SLOW, "the plan")[0]
+        assert plan["content"] == "1. edit it"
         wait_status(ws, CC, "idle", SLOW)  # SubmitPlan returns: the member waits idle
+        assert not early.exists()  # the gate refused the Bash call
         approved = teamctl_text(ws, "approve", TEAM, plan["request_id"])
         assert approved.returncode == 0, approved.stderr
         go = server.wait_for(lambda r: r["agent"] == CC and r["rule"] == "go", SLOW)
@@ -149,6 +155,7 @@ def test_submit_plan_approved_takes_claude_code_out_of_plan_mode(
         assert "Exited Plan Mode" in str(go["body"]["messages"])
         server.wait_for(lambda r: r["agent"] == CC and r["rule"] == "edited", SLOW)
         assert target.read_text() == "new line\n"
+        assert not early.exists()
 
 
 def test_an_ask_approved_runs_once_and_one_rejected_never_runs(
@@ -197,16 +204,13 @@ def test_an_ask_approved_runs_once_and_one_rejected_never_runs(
 def test_a_pre_tool_use_hook_that_blocks_keeps_the_call_from_running(
         ws: Workspace, server: ScriptedServer, workdir: Path, claude: Path) -> None:
     mark, heard = workdir / "mark", workdir / "hook-heard.json"
-    server.add_rule({"agent": CC, "contains": "HOOK-1", "reply": {"content": [tool_use(
-        "Bash", command=f"touch {mark}", description="mark")]}})
-    server.add_rule({"name": "told", "agent": CC, "tool_result": "Bash",
-                     "reply": {"content": "blocked, fine"}})
-    team_with_claude_code(ws, workdir, claude)
-    with ws.settings_file.open("a") as toml:
-        toml.write(f"[hooks]\npre_tool_use = \"cat > {heard}; "
-                   "echo 'NO-MARKS-TODAY: the tree is frozen' >&2; exit 2\"\n")
-    with running_teamd(ws, server.url):
-        wait_status(ws, CC, "idle", SLOW)
+    with awake_with(ws, server, workdir, claude, (
+        {"agent": CC, "contains": "HOOK-1", "reply": {"content": [tool_use(
+            "Bash", command=f"touch {mark}", description="mark")]}},
+        {"name": "told", "agent": CC, "tool_result": "Bash",
+         "reply": {"content": "blocked, fine"}},
+    ), hooks=f"pre_tool_use = \"cat > {heard}; "
+             "echo 'NO-MARKS-TODAY: the tree is frozen' >&2; exit 2\""):
         actions.send(ws, TEAM, CC, "HOOK-1 mark it")
         told = server.wait_for(lambda r: r["agent"] == CC and r["rule"] == "told", SLOW)
         assert any("NO-MARKS-TODAY: the tree is frozen" in e for e in error_results(told))

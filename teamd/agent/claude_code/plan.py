@@ -32,6 +32,8 @@ from typing import TYPE_CHECKING, Any
 from teamd import requests
 from teamd.agent.claude_code import process
 from teamd.agent.tool_handlers import send_plan
+from teamd.agent.tools_files import ToolError
+from teamd.errors import TeamdError
 from teamd.files import Json
 
 if TYPE_CHECKING:
@@ -112,7 +114,10 @@ class PlanMode:
                          and given["plan"].strip()), None)
             if plan is None:
                 return process.deny(NO_PLAN)
-            request_id = send_plan(box, plan)  # SubmitPlan's own: §6 as for any member
+            try:
+                request_id = send_plan(box, plan)  # SubmitPlan's own: §6 as for any member
+            except (ToolError, TeamdError) as exc:  # as SubmitPlan would answer it
+                return process.deny(str(exc))
         record = self.m.await_permission(request_id, expires=False)
         if record["status"] == "approved":
             return process.allow(asked.get("input") or {})

@@ -283,12 +283,13 @@ class Member:
             self.session.append({"type": "user", "hook_feedback": "teammate_idle",
                                  "content": [{"type": "text", "text": text}]})
 
-    def await_permission(self, request_id: str) -> Json:
+    def await_permission(self, request_id: str, expires: bool = True) -> Json:
         """Block, status `waiting`, until permission request `request_id` is answered;
         return its record. Woken by teamd when the answer lands in the inbox (as a
         permission_response), never by polling. The inbox is taken in meanwhile; a
         shutdown request ends the wait (rejected, `shutting down`), and so does
-        `permission_timeout` (rejected, `timeout`)."""
+        `permission_timeout` (rejected, `timeout`) — unless `expires` is False (a plan
+        request, which Claude Code's ExitPlanMode waits on: `claude_code.plan`)."""
         self.standing.set_status(Status.WAITING)
         # the wake pipe, kept for the life of the process: a wait costs no inotify
         # instance (CONTRACT §3: nothing may run out with the size of the team)
@@ -299,8 +300,8 @@ class Member:
                 record = requests.get(self.ws, self.team, request_id)
                 if record["status"] != "pending":
                     return record
-                left = permissions.time_left(record,
-                                             self.toolbox.settings().permission_timeout)
+                left = permissions.time_left(
+                    record, self.toolbox.settings().permission_timeout) if expires else None
                 stop = self.shutdowns.pending()
                 if stop is not None or (left is not None and left <= 0):
                     refused = permissions.refuse_ask(

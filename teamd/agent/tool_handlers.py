@@ -272,7 +272,9 @@ def send_message(box: Toolbox, recipient: str, content: str, type: str = "messag
                       f"(request {request_id}); they were told")
 
 
-def submit_plan(box: Toolbox, plan: str) -> ToolResult:
+def send_plan(box: Toolbox, plan: str) -> str:
+    """Send `plan` to the lead as a plan_approval_request (CONTRACT §6); its request id.
+    SubmitPlan's, and Claude Code's ExitPlanMode's (`claude_code.plan`)."""
     pending = box.pending_plan_id()
     if pending is not None:
         # one plan at a time (CONTRACT §6): a second would race the lead's answer
@@ -281,7 +283,12 @@ def submit_plan(box: Toolbox, plan: str) -> ToolResult:
     msg = actions.send(box.ws, box.team, LEAD, plan, type_="plan_approval_request",
                        sender=box.member)
     box.plan_submitted(msg["request_id"])
-    return ToolResult(f"plan submitted to the lead (request_id {msg['request_id']}). Wait "
+    return str(msg["request_id"])
+
+
+def submit_plan(box: Toolbox, plan: str) -> ToolResult:
+    request_id = send_plan(box, plan)
+    return ToolResult(f"plan submitted to the lead (request_id {request_id}). Wait "
                       "for the lead's plan_approval_response in your inbox: end your turn "
                       "now. If approved, bash, write_file and edit_file open; if rejected, "
                       "revise along the feedback and submit again.")

@@ -7,9 +7,7 @@ no process left) → woken by mail → the same Claude Code session resumed."""
 
 from __future__ import annotations
 
-import contextlib
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +17,16 @@ from teamd import actions, board, files, requests, roster
 from teamd.agent.claude_code import transcript
 from teamd.layout import Workspace
 from teamd.scripted import ScriptedServer
+from tests.claude_code_team import (
+    BI,
+    CC,
+    SLOW,
+    awake_with,
+    claude_of,
+    mcp,
+    team_with_claude_code,
+    user_turns_with,
+)
 from tests.harness import (
     TEAM,
     asked,
@@ -35,48 +43,6 @@ from tests.harness import (
     wait_until,
 )
 from tests.helpers_proc import teamctl_text
-
-CC = "cc"  #: the Claude Code teammate
-BI = "bi"  #: the built-in one
-#: Claude Code starts and answers in a second or two; the machine may be loaded
-SLOW = 60.0
-
-
-def team_with_claude_code(ws: Workspace, workdir: Path, claude: Path) -> None:
-    (ws.root / "teamd.toml").write_text(f'claude_code = "{claude}"\n')
-    make_team(ws, workdir, BI)
-    actions.spawn(ws, TEAM, CC, "Wait for work from the lead.", cwd=str(workdir),
-                  runtime="claude-code")
-
-
-@contextlib.contextmanager
-def awake_with(ws: Workspace, server: ScriptedServer, workdir: Path, claude: Path,
-               rules: tuple[dict[str, Any], ...], permissions: str = "") -> Iterator[None]:
-    """The team of `team_with_claude_code` (the rules scripted, `[permissions]` in
-    teamd.toml) running, restarts quick, with its Claude Code member idle."""
-    for rule in rules:
-        server.add_rule(rule)
-    team_with_claude_code(ws, workdir, claude)
-    if permissions:
-        with ws.settings_file.open("a") as toml:
-            toml.write(f"[permissions]\n{permissions}\n")
-    with running_teamd(ws, server.url, backoff_initial=0.2):
-        wait_status(ws, CC, "idle", SLOW)
-        yield
-
-
-def user_turns_with(server: ScriptedServer, agent: str, text: str) -> list[int]:
-    """In the last request of `agent`: the positions of the input turns carrying `text`
-    (shown exactly once: one position). Input given while Claude Code works comes as a
-    `system` turn after the next tool result ("The user sent a new message while you
-    were working: …")."""
-    last = [r for r in server.requests if r["agent"] == agent][-1]
-    return [i for i, m in enumerate(last["body"]["messages"])
-            if m["role"] in ("user", "system") and text in turn_text(m)]
-
-
-def mcp(name: str, **inp: Any) -> dict[str, Any]:
-    return {"content": [tool_use(f"mcp__teamd__{name}", **inp)]}
 
 
 def test_a_claude_code_teammate_works_beside_a_built_in_one(
@@ -153,20 +119,6 @@ def test_a_claude_code_teammate_works_beside_a_built_in_one(
     assert exit_codes(ws, CC)  # the member left with teamd, and its Claude Code with it
     wait_until(lambda: all(not p.is_running() or p.status() == psutil.STATUS_ZOMBIE
                            for p in cli), SLOW, "no Claude Code left")
-
-
-def claude_of(ws: Workspace, name: str) -> psutil.Process:
-    """The Claude Code CLI a live member runs (its child)."""
-    def find() -> list[psutil.Process]:
-        pid = live_pid(ws, TEAM, name)
-        if pid is None:
-            return []
-        try:
-            return [p for p in psutil.Process(pid).children()
-                    if "--input-format" in p.cmdline()]
-        except psutil.Error:
-            return []
-    return wait_until(find, SLOW, f"{name}'s Claude Code")[0]
 
 
 def lines_of(path: Path) -> list[str]:
@@ -493,34 +445,3 @@ def test_a_queued_turn_cut_short_is_resumed_as_cut_short(
         wait_status(ws, CC, "idle", SLOW)
         for text in ("WORK-1", "QUEUED-2"):
             assert len(user_turns_with(server, CC, text)) == 1, text
-
-
-def test_a_plan_mode_member_writes_nothing_until_its_plan_is_approved(
-        ws: Workspace, server: ScriptedServer, workdir: Path, claude: Path) -> None:
-    early, late = workdir / "early", workdir / "late"
-    for rule in (
-        {"agent": CC, "contains": "PLAN-1", "reply": {"content": [tool_use(
-            "Bash", command=f"touch {early}", description="too early")]}},
-        {"agent": CC, "contains": "submit a plan with SubmitPlan", "reply": mcp(
-            "SubmitPlan", plan="1. touch late")},
-        {"agent": CC, "tool_result": "mcp__teamd__SubmitPlan",
-         "reply": {"content": "submitted"}},
-        {"agent": CC, "contains": 'type="plan_approval_response"', "reply": {"content": [
-            tool_use("Bash", command=f"touch {late}", description="as planned")]}},
-        {"name": "done", "agent": CC, "tool_result": "Bash", "reply": {"content": "done"}},
-    ):
-        server.add_rule(rule)
-    (ws.root / "teamd.toml").write_text(f'claude_code = "{claude}"\n')
-    make_team(ws, workdir)
-    actions.spawn(ws, TEAM, CC, "Wait for work from the lead.", cwd=str(workdir),
-                  runtime="claude-code", plan_mode=True)
-    with running_teamd(ws, server.url):
-        wait_status(ws, CC, "idle", SLOW)
-        actions.send(ws, TEAM, CC, "PLAN-1 touch the files")
-        ask = wait_until(lambda: [m for m in lead_inbox(ws)
-                                  if m["type"] == "plan_approval_request"], SLOW, "the plan")[0]
-        assert ask["content"] == "1. touch late" and not early.exists()
-        approved = teamctl_text(ws, "approve", TEAM, ask["request_id"])
-        assert approved.returncode == 0, approved.stderr
-        server.wait_for(lambda r: r["agent"] == CC and r["rule"] == "done", SLOW)
-        assert late.exists() and not early.exists()

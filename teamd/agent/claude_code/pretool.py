@@ -18,6 +18,11 @@ request to the lead (or the person, for the LLM lead) and waits for its answer, 
 (refused: `shutting down`); the member is `waiting` meanwhile (written as the member,
 under its pid). An ask left pending when the member's process died is answered `rejected`
 (`interrupted by a restart`) when the next one starts (`abandon_asks`).
+
+`ExitPlanMode` is no ruled tool but the plan protocol (CONTRACT §6): the hook answers it
+`ask`, so that Claude Code asks its permission host — the member, which sends the plan
+to the lead and answers with the lead's verdict (`plan`). No hook's `allow` ever lets
+Claude Code leave plan mode on its own.
 """
 
 from __future__ import annotations
@@ -27,8 +32,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-#: the team tools' names as Claude Code calls them (served by `mcp_server`): never ruled
-TEAM_TOOLS = "mcp__teamd__"
+from teamd.agent.claude_code.process import HOSTED, TEAM_PREFIX
+
 #: how long Claude Code lets the hook run (it waits for an ask's answer): a day
 HOOK_TIMEOUT = 86400
 #: the answer to an ask whose call a restart cut short (`abandon_asks`)
@@ -83,8 +88,8 @@ def decide(root: str, team: str, name: str, pid: int, event: dict[str, Any]) -> 
     from teamd.errors import TeamdError
 
     tool, given = str(event.get("tool_name")), event.get("tool_input") or {}
-    if tool.startswith(TEAM_TOOLS):
-        return None  # the team tools are never ruled
+    if tool.startswith(TEAM_PREFIX) or tool in HOSTED:
+        return None  # the team tools and the plan protocol are never ruled
     call = ruled(tool, given)
     box = toolbox(root, team, name, pid)
     box.waiter = lambda rid: answer_of(box, rid)
@@ -176,8 +181,9 @@ def main(argv: list[str]) -> int:
     if why is not None:
         print(why, file=sys.stderr)
         return 2
+    verdict = "ask" if event.get("tool_name") in HOSTED else "allow"
     print(json.dumps({"hookSpecificOutput": {"hookEventName": "PreToolUse",
-                                             "permissionDecision": "allow"}}))
+                                             "permissionDecision": verdict}}))
     return 0
 
 

@@ -6,7 +6,17 @@ member's cwd with its model and effort, the identity line and the member's promp
 to its system prompt, HOME its state folder (`Workspace.claude_state`), telemetry and other
 non-essential traffic off, the forwarder's URL and stand-in key (never the real key), and
 the team tools from `--mcp-config` (the server `teamd`, run by this Python). A session id
-chosen by the member is given with `--session-id` on a first start, `--resume` after.
+chosen by the member is given with `--session-id` on a first start, `--resume` after; a
+plan-mode member whose plan is not approved yet starts with `--permission-mode plan`.
+
+The member is the CLI's permission host (`--permission-prompt-tool stdio`): what Claude
+Code would ask a person comes as a `can_use_tool` control request on stdout. The only one
+the member answers itself is `ExitPlanMode` (`HOSTED`: its plan goes to the lead, `plan`);
+the others are answered here, at once: the team tools (never ruled; Claude Code's plan
+mode asks about them) are allowed, anything else is denied (`PROMPTED`) — the rules decide
+in the PreToolUse hook, and a call the hook did not allow never runs. Control requests the
+member sends (leaving plan mode: `set_permission_mode`) go in on stdin between user turns
+(`control`).
 
 The CLI is the member's child, in a process group of its own, and dies with it
 (PR_SET_PDEATHSIG): killed with the member, even by SIGKILL. A reader thread turns its
@@ -23,6 +33,7 @@ import signal
 import subprocess
 import sys
 import threading
+import uuid
 from pathlib import Path
 from typing import IO
 
@@ -35,8 +46,18 @@ log = logging.getLogger(__name__)
 #: Claude Code's own tools named as a team tool (its agent teams' SendMessage): a message
 #: sent with it would reach no teammate, so it is not given (the team's is served by MCP)
 SHADOWED = ("SendMessage",)
+#: Claude Code's own tools that only a person at its prompt could answer or that would put
+#: it in plan mode of its own accord: never given (plan mode is the member's, `plan`)
+NOT_HEADLESS = ("AskUserQuestion", "EnterPlanMode")
+#: the `can_use_tool` requests the member answers (the plan protocol); any other: denied
+HOSTED = ("ExitPlanMode",)
+#: the answer to any other `can_use_tool` request (a hook that failed, or plan mode's own)
+PROMPTED = ("refused: nobody answers Claude Code's permission prompts here; teamd's rules "
+            "decide in its PreToolUse hook")
 #: the MCP server's name: its tools reach the model as mcp__teamd__{tool}
 MCP_NAME = "teamd"
+#: how the team tools' names begin, as Claude Code calls them
+TEAM_PREFIX = f"mcp__{MCP_NAME}__"
 #: the longest event line read (a Read of a big file comes back in one)
 MAX_LINE = 64 * 1024 * 1024
 
@@ -51,8 +72,9 @@ def mcp_config(root: Path, team: str, name: str) -> str:
 
 
 def command(program: str, *, model: str, effort: str, system: str, session_id: str,
-            resume: bool, mcp: str, settings: str) -> list[str]:
-    """The CLI's argument vector (`settings`: the PreToolUse hook, `pretool`)."""
+            resume: bool, mcp: str, settings: str, planning: bool = False) -> list[str]:
+    """The CLI's argument vector (`settings`: the PreToolUse hook, `pretool`; `planning`:
+    it starts in Claude Code's plan mode)."""
     argv = [os.path.expanduser(program), "-p", "--verbose", "--input-format", "stream-json",
             "--output-format", "stream-json", "--model", model,
             "--append-system-prompt", system, "--mcp-config", mcp, "--strict-mcp-config",
@@ -60,7 +82,10 @@ def command(program: str, *, model: str, effort: str, system: str, session_id: s
             # only the team tools are pre-allowed (never ruled); Claude Code's own run on
             # the rules hook's `allow` alone (`pretool`), so a hook that fails refuses
             "--allowedTools", f"mcp__{MCP_NAME}",
-            "--disallowedTools", ",".join(SHADOWED)]
+            "--disallowedTools", ",".join(SHADOWED + NOT_HEADLESS),
+            "--permission-prompt-tool", "stdio"]
+    if planning:
+        argv += ["--permission-mode", "plan"]
     if effort:
         argv += ["--effort", effort]
     argv += ["--resume", session_id] if resume else ["--session-id", session_id]
@@ -79,8 +104,29 @@ def environment(home: Path, base_url: str, stand_in: str) -> dict[str, str]:
             "DISABLE_ERROR_REPORTING": "1"}
 
 
+def prompt(event: Json) -> Json | None:
+    """The `can_use_tool` request an event is (Claude Code asking its permission host), or
+    None."""
+    request = event.get("request")
+    if event.get("type") == "control_request" and isinstance(request, dict) and \
+            request.get("subtype") == "can_use_tool":
+        return request
+    return None
+
+
+def allow(given: Json) -> Json:
+    """Let the call run, with its input `given` as Claude Code asked about it."""
+    return {"behavior": "allow", "updatedInput": given}
+
+
+def deny(message: str) -> Json:
+    """A refusal: Claude Code gives `message` to the model as the tool's error."""
+    return {"behavior": "deny", "message": message}
+
+
 class ClaudeProcess:
-    """One run of the CLI: `send` a user turn, `events` what it says."""
+    """One run of the CLI: `send` a user turn, `events` what it says (a `can_use_tool`
+    request of a `HOSTED` tool among them: `answer` it)."""
 
     def __init__(self, argv: list[str], cwd: Path, env: dict[str, str]) -> None:
         files.ensure_dir(Path(env["HOME"]))
@@ -90,6 +136,7 @@ class ClaudeProcess:
             stderr=None, start_new_session=True, close_fds=True,  # its errors: the log
             preexec_fn=lambda: proc.die_with_parent(signal.SIGKILL, parent))
         self.events: queue.Queue[Json | None] = queue.Queue()
+        self._writing = threading.Lock()  # stdin: the reader's answers, the member's turns
         assert self.popen.stdout is not None
         threading.Thread(target=self._read, args=(self.popen.stdout,),
                          name="claude-code", daemon=True).start()
@@ -105,22 +152,45 @@ class ClaudeProcess:
             except ValueError:
                 log.warning("claude code said a line that is not JSON: %.200r", raw)
                 continue
-            if isinstance(event, dict):
-                self.events.put(event)
+            if not isinstance(event, dict):
+                continue
+            asked = prompt(event)
+            if asked is not None and asked.get("tool_name") not in HOSTED:
+                team_tool = str(asked.get("tool_name")).startswith(TEAM_PREFIX)
+                self.answer(str(event.get("request_id")),
+                            allow(asked.get("input") or {}) if team_tool else deny(PROMPTED))
+                continue
+            self.events.put(event)
         self.events.put(None)
 
-    def send(self, text: str) -> bool:
-        """Write one user turn; False when the CLI is gone."""
-        line = json.dumps({"type": "user", "message": {
-            "role": "user", "content": [{"type": "text", "text": text}]}}) + "\n"
+    def _write(self, record: Json) -> bool:
+        """One JSON line on the CLI's stdin; False when the CLI is gone."""
         stdin = self.popen.stdin
         assert stdin is not None
         try:
-            stdin.write(line.encode())
-            stdin.flush()
+            with self._writing:
+                stdin.write((json.dumps(record) + "\n").encode())
+                stdin.flush()
         except (BrokenPipeError, OSError, ValueError):
             return False
         return True
+
+    def send(self, text: str) -> bool:
+        """Write one user turn; False when the CLI is gone."""
+        return self._write({"type": "user", "message": {
+            "role": "user", "content": [{"type": "text", "text": text}]}})
+
+    def control(self, request: Json) -> bool:
+        """Send a control request (`{"subtype": "set_permission_mode", …}`): Claude Code
+        acts on it before the user turns written after it; its `control_response` comes
+        among the events."""
+        return self._write({"type": "control_request",
+                            "request_id": f"teamd-{uuid.uuid4().hex}", "request": request})
+
+    def answer(self, request_id: str, response: Json) -> bool:
+        """Answer Claude Code's control request `request_id` (`allow` / `deny`)."""
+        return self._write({"type": "control_response", "response": {
+            "subtype": "success", "request_id": request_id, "response": response}})
 
     def alive(self) -> bool:
         return self.popen.poll() is None

@@ -13,6 +13,8 @@ protocol, status); this runtime starts the forwarder (`teamd.agent.forwarder`) a
 - mirrors what Claude Code says (its replies, tool calls and results) into the session, so
   `attach` and `transcript` show the conversation as for any member, and journals each of
   its own tool calls as a `tool_call` event;
+- answers what Claude Code asks its permission host: leaving plan mode is the plan
+  protocol (`plan`), and an approved plan takes Claude Code out of plan mode;
 - ends the turn at Claude Code's `result` once everything given is taken in (or, when its
   transcript lags behind the `result`, once it says so: `settled`) — unless the
   forwarder refused its call at a budget: then the member stays `paused` until the budget
@@ -39,6 +41,7 @@ from typing import TYPE_CHECKING, Any
 
 from teamd import requests
 from teamd.agent.claude_code import pretool, process, transcript
+from teamd.agent.claude_code.plan import PLAN_NOTE, PlanMode
 from teamd.agent.forwarder import Forwarder
 from teamd.agent.runtime import GOES_ON, TurnOutcome
 from teamd.agent.session import INTERRUPTED, render_message
@@ -99,6 +102,7 @@ class ClaudeCodeRuntime:
         #: after a `result` that left input given looking not taken: the transcript's
         #: dequeues then (a dequeue since: Claude Code began another turn), else None
         self.settling: int | None = None
+        self.plan = PlanMode(member)
 
     # -- the Runtime interface -----------------------------------------------------------
     def start(self) -> int | None:
@@ -121,11 +125,13 @@ class ClaudeCodeRuntime:
         if note is not None:  # recorded, so given exactly once like any input
             m.session.append({"type": "user", "content": [{"type": "text", "text": note}]})
         self.forwarder = Forwarder(m).start()
+        notes = f"{TOOLS_NOTE}\n{PLAN_NOTE}" if m.toolbox.plan_mode_required else TOOLS_NOTE
         argv = process.command(
             m.conf.claude_code, model=m.model_name, effort=m.effort or m.conf.effort,
-            system=f"{m.system}\n{TOOLS_NOTE}", session_id=self.session_id, resume=resume,
+            system=f"{m.system}\n{notes}", session_id=self.session_id, resume=resume,
             mcp=process.mcp_config(m.ws.root, m.team, m.name),
-            settings=pretool.settings_json(m.ws.root, m.team, m.name, os.getpid()))
+            settings=pretool.settings_json(m.ws.root, m.team, m.name, os.getpid()),
+            planning=self.plan.starts_planning())
         self.cli = process.ClaudeProcess(argv, m.cwd, process.environment(
             self.home, self.forwarder.url, self.forwarder.stand_in))
         log.info("claude code %d started (%s session %s)", self.cli.pid,
@@ -140,7 +146,10 @@ class ClaudeCodeRuntime:
         cli = self.cli
         assert cli is not None
         self.m.take_in()
-        for index, text in self.unsent():
+        unsent = self.unsent()
+        if unsent:
+            self.plan.leave_if_approved(cli, [self.m.session.records[i] for i, _ in unsent])
+        for index, text in unsent:
             if self.m.standing.status != Status.ACTIVE:
                 self.m.standing.set_status(Status.ACTIVE)
             if not cli.send(text):
@@ -219,7 +228,7 @@ class ClaudeCodeRuntime:
         """A `tool_call` event for one of Claude Code's own calls that ended (the team
         tools journal their own, in the MCP server)."""
         call = self.calls.pop(str(result.get("tool_use_id")), None)
-        if call is None or call[0].startswith(f"mcp__{process.MCP_NAME}__"):
+        if call is None or call[0].startswith(process.TEAM_PREFIX):
             return
         name, given, seen = call
         content = result.get("content")
@@ -251,6 +260,19 @@ class ClaudeCodeRuntime:
         self.busy = False
         return TurnOutcome(ended=True)
 
+    def prompted(self, request_id: str, asked: Json) -> TurnOutcome:
+        """Claude Code asks the member (its permission host) whether a call may run: only
+        ExitPlanMode comes here (`process.HOSTED`), answered by the plan protocol. A
+        shutdown that ended the wait for the lead's answer: the member leaves."""
+        call = self.calls.get(str(asked.get("tool_use_id")))
+        assert self.cli is not None
+        self.cli.answer(request_id, self.plan.exit_plan_mode(asked, call and call[1]))
+        leaving = self.m.shutdowns.leaving
+        if leaving is not None:
+            return TurnOutcome(exit_code=self.m.shutdowns.approve(
+                leaving, "waiting for plan approval"))
+        return GOES_ON
+
     def unsent(self) -> list[tuple[int, str]]:
         return [(i, text) for i, text in self.inputs() if i not in self.given]
 
@@ -259,7 +281,12 @@ class ClaudeCodeRuntime:
         end of a turn."""
         kind, message = event.get("type"), event.get("message")
         self.settling = None  # Claude Code said something: it is at work, or ends a turn
-        if kind == "assistant" and isinstance(message, dict):
+        asked = process.prompt(event)
+        if asked is not None:
+            return self.prompted(str(event.get("request_id")), asked)
+        if kind == "system":
+            self.plan.heard(event)
+        elif kind == "assistant" and isinstance(message, dict):
             content = message.get("content") or []
             self.m.session.append({"type": "assistant", "mirrored": True,
                                    "content": content,

@@ -104,3 +104,37 @@ def test_kills_mid_call_lose_no_message_run_no_tool_twice_and_resume_the_session
         assert session_ids(ws) == [session]
         kept = transcript.path(ws.claude_state(TEAM, CC), session)
         assert kept is not None and len(list(kept.parent.glob("*.jsonl"))) == 1
+
+
+def test_a_queued_turn_killed_before_any_reply_is_answered_once_on_resume(
+        ws: Workspace, server: ScriptedServer, workdir: Path, claude: Path) -> None:
+    # the window: a turn queued while Claude Code worked, taken off its queue once that
+    # turn ended — its `user` entry in Claude Code's transcript, its call open at the
+    # server — when the member is killed, before any reply to it
+    started = workdir / "started"
+    with awake_with(ws, server, workdir, claude, (
+        {"name": "resumed", "agent": CC, "contains": RESUMED, "reply": {"content": "resumed"}},
+        {"agent": CC, "contains": "WORK-1", "reply": {"content": [tool_use(
+            "Bash", command=f"touch {started}", description="work")]}},
+        # the turn's last answer takes a while: QUEUED-2, written meanwhile, is queued
+        {"name": "slow", "agent": CC, "tool_result": "Bash", "delay": 3,
+         "reply": {"content": "worked"}},
+        {"name": "held", "agent": CC, "contains": "QUEUED-2", "times": 1, "trickle": 0.2},
+    )):
+        [session] = session_ids(ws)
+        actions.send(ws, TEAM, CC, "WORK-1 go")
+        server.wait_for(lambda r: r["rule"] == "slow", SLOW)
+        actions.send(ws, TEAM, CC, "QUEUED-2 then this")
+        server.wait_for(lambda r: r["rule"] == "held", SLOW)
+        home = ws.claude_state(TEAM, CC)
+        wait_until(lambda: any("QUEUED-2" in turn for turn in transcript.taken_in(
+            home, session).turns), SLOW, "QUEUED-2's user entry in Claude Code's transcript")
+        assert server.in_flight == 1  # its call is open: no reply to it yet
+        pid = live_pid(ws, TEAM, CC)
+        assert pid is not None
+        psutil.Process(pid).kill()
+        # resumed, and told to go on: the queued message answered, shown once
+        server.wait_for(lambda r: r["rule"] == "resumed", SLOW)
+        wait_status(ws, CC, "idle", SLOW)
+        for text in ("WORK-1", "QUEUED-2"):
+            assert len(user_turns_with(server, CC, text)) == 1, text

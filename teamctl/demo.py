@@ -196,8 +196,10 @@ def run(given: str | None, timeout: float, lead: bool = False,
         server = ScriptedServer(lead_scenario() if lead else demo_claude_code.scenario(
             ws, TEAM) if claude_code else scenario()).start()
         env.update(ANTHROPIC_BASE_URL=server.url, ANTHROPIC_API_KEY="offline-demo")
+        how = ("Claude Code, through each teammate's forwarder" if claude_code
+               else "the real anthropic SDK")
         print(f"No ANTHROPIC_API_KEY: the teammates talk to the built-in scripted model "
-              f"server at {server.url}\n(the real anthropic SDK over real HTTP, offline).")
+              f"server at {server.url}\n({how} over real HTTP, offline).")
     env.setdefault("TEAMD_IDLE_TIMEOUT", "300")
     print(f"Workspace: {root}\n")
     repo: Path | None = None

@@ -8,8 +8,9 @@ built-in loop), both talking to the scripted server. Each round sends each an id
 a message and times `actions.send` → the scripted server receiving the request that
 carries it (intake, the session write, for `cc` also stream-json to the CLI, its turn, the
 forwarder). Start: `spawn` → the member's first request (for `cc`: the CLI's start-up).
-Memory: the PSS of each idle member's process tree. Hook: what the PreToolUse hook (section
-11 over Claude Code's own tools) adds to each of its tool calls.
+Memory: the PSS of each idle member's process tree, and of whatever is left of it once it
+sleeps (nothing: its process, Claude Code and the MCP server are gone). Hook: what the
+PreToolUse hook (section 11 over Claude Code's own tools) adds to each of its tool calls.
 
     python -m bench.bench_claude_code [--quick]
 
@@ -26,7 +27,7 @@ import time
 import psutil
 
 from bench.common import Context, Row, figure, row
-from teamd import actions, roster
+from teamd import actions, files, roster
 from teamd.layout import Workspace
 from teamd.scripted import ScriptedServer
 from tests import claude_code
@@ -52,6 +53,22 @@ def pss_mb(pid: int) -> float:
     return total / (1024 * 1024)
 
 
+def left_of(ws: Workspace, name: str) -> list[psutil.Process]:
+    """Every process still running for member `name`: its own (`teamd: NAME@TEAM`), its
+    Claude Code (its session id on the command line) and MCP server (the root, the team
+    and the name)."""
+    session = [r["id"] for r in files.read_jsonl(ws.store.paths.session(TEAM, name)).records
+               if r.get("type") == "claude_session"]
+    marks = [f"teamd: {name}@{TEAM}", *session]
+    found = []
+    for p in psutil.process_iter(["cmdline"]):
+        line = " ".join(p.info["cmdline"] or [])
+        if any(mark in line for mark in marks) or (
+                "mcp_server" in line and f"{ws.root} {TEAM} {name} " in line):
+            found.append(p)
+    return found
+
+
 def timed(argv: list[str], stdin: str) -> float:
     """ms a command takes, start to exit (it must succeed)."""
     began = time.perf_counter()
@@ -71,6 +88,7 @@ def run(ctx: Context) -> list[Row]:
     lapse: dict[str, list[float]] = {"cc": [], "bi": []}
     start: dict[str, float] = {}
     memory: dict[str, float] = {}
+    asleep: dict[str, float] = {}
     hook: list[float] = []
     bare: list[float] = []
     with ScriptedServer({"rules": [], "default": {"content": "ok", "thinking": False}}
@@ -108,6 +126,13 @@ def run(ctx: Context) -> list[Row]:
                 wait_until(lambda n=name: roster.get(roster.load(ws, TEAM), n)["status"]
                            == "idle", SLOW, f"{name} idle")
             ctx.progress(f"{i + 1}/{rounds} rounds")
+        # asleep: idle_timeout shortened (read again before each member's next call)
+        (root / "teamd.toml").write_text(f'claude_code = "{program}"\nidle_timeout = 2\n')
+        for name in ("bi", "cc"):
+            actions.send(ws, TEAM, name, "NAP after this")
+        for name in ("bi", "cc"):
+            wait_status(ws, name, "sleeping", SLOW, team=TEAM)
+            asleep[name] = sum(pss_mb(p.pid) for p in left_of(ws, name))
     return [
         row("cc_message", "message → the model's request (Claude Code vs built-in)",
             "an idle member: actions.send until the scripted server has the request",
@@ -124,6 +149,11 @@ def run(ctx: Context) -> list[Row]:
             "the member's process and its descendants (Claude Code, its MCP server)",
             figure("claude-code", "MB", [memory["cc"]]),
             figure("built-in", "MB", [memory["bi"]])),
+        row("cc_asleep", "a sleeping member's PSS: every process left of it",
+            "after idle_timeout (exit 75): its own process, its Claude Code and MCP server "
+            "found by command line",
+            figure("claude-code", "MB", [asleep["cc"]]),
+            figure("built-in", "MB", [asleep["bi"]])),
     ]
 
 

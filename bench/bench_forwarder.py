@@ -3,8 +3,9 @@
 streamed byte, and how long it keeps its process's other threads waiting (the GIL).
 
 A client with a kept-alive connection, as Claude Code has, sends a streaming
-`POST /v1/messages?beta=true` of ~48 KB (the size of Claude Code's first request) and times
-the wait for the first byte of the answer's body. Ours: through the forwarder
+`POST /v1/messages?beta=true` of ~48 KB (the size of Claude Code's first request; one call
+in three ~1 MB, a long session's) and times the wait for the first byte of the answer's
+body. Ours: through the forwarder
 (`teamd.agent.forwarder`: the stand-in key checked, the budget gate read, the key swapped
 in, the answer relayed as it comes and its usage read and counted) to the scripted server.
 Baseline: the same request straight to the scripted server. The two alternate, call by
@@ -46,13 +47,16 @@ TICK = 0.001
 MP = multiprocessing.get_context("fork")
 
 
-def request_body() -> bytes:
+def request_body(turns: int = 1) -> bytes:
+    """A Claude Code request: ~48 KB for its first (one turn), ~1 MB late in a long
+    session (`turns=20`: the conversation it sends again with every call)."""
     filler = "Context the CLI sends with every call. " * 1200  # ~48 KB, as Claude Code's
     return json.dumps({
         "model": "claude-opus-5-5", "max_tokens": 32000, "stream": True,
         "thinking": {"type": "adaptive"}, "output_config": {"effort": "medium"},
         "system": [{"type": "text", "text": IDENTITY}],
-        "messages": [{"role": "user", "content": [{"type": "text", "text": filler}]}],
+        "messages": [{"role": "user" if i % 2 == 0 else "assistant", "content": [
+            {"type": "text", "text": filler}]} for i in range(turns * 2 - 1)],
     }).encode()
 
 
@@ -111,9 +115,9 @@ def run(ctx: Context) -> list[Row]:
     root.mkdir()
     (root / "work").mkdir()
     make_team(Workspace.at(root), root / "work", MEMBER, team=TEAM)
-    body = request_body()
-    via: list[float] = []
-    direct: list[float] = []
+    bodies = {"first": request_body(), "long": request_body(turns=11)}
+    via: dict[str, list[float]] = {"first": [], "long": []}
+    direct: dict[str, list[float]] = {"first": [], "long": []}
     with ScriptedServer({"rules": [], "default": {"content": "ok", "thinking": False}}
                         ) as server:
         ours, theirs = MP.Pipe()
@@ -124,15 +128,16 @@ def run(ctx: Context) -> list[Row]:
             to_fwd = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
             to_api = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
             for _ in range(3):  # warm both paths: connections, the first-call imports
-                first_byte(to_fwd, body, stand_in)
-                first_byte(to_api, body, "sk-bench-key")
+                first_byte(to_fwd, bodies["first"], stand_in)
+                first_byte(to_api, bodies["first"], "sk-bench-key")
             ours.send("tick")
             n = ctx.n(300, 20)
             for i in range(n):
                 if ctx.expired():
                     break
-                via.append(first_byte(to_fwd, body, stand_in) * 1000)
-                direct.append(first_byte(to_api, body, "sk-bench-key") * 1000)
+                kind = "long" if i % 3 == 2 else "first"  # one call in three a long one
+                via[kind].append(first_byte(to_fwd, bodies[kind], stand_in) * 1000)
+                direct[kind].append(first_byte(to_api, bodies[kind], "sk-bench-key") * 1000)
                 if i % 50 == 0:
                     ctx.progress(f"{i}/{n} calls")
             ours.send("stop")
@@ -141,15 +146,19 @@ def run(ctx: Context) -> list[Row]:
             child.join(10)
             if child.is_alive():
                 child.kill()
-    added = [a - b for a, b in zip(via, direct, strict=True)]
+    added = {kind: [a - b for a, b in zip(via[kind], direct[kind], strict=True)]
+             for kind in via}
     return [
         row("forwarder_first_byte", "first streamed byte, through the forwarder vs straight",
             "a ~48 KB streaming call on a kept-alive connection, to the scripted server",
-            figure("via forwarder", "ms", via, p99=True),
-            figure("direct", "ms", direct, p99=True)),
+            figure("via forwarder", "ms", via["first"], p99=True),
+            figure("direct", "ms", direct["first"], p99=True)),
         row("forwarder_added", "latency the forwarder adds to the first byte (target < 2 ms)",
-            "per call: via minus the direct call next to it",
-            figure("added", "ms", added, p99=True), None),
+            "per call: via minus the direct call next to it (~48 KB)",
+            figure("added", "ms", added["first"], p99=True), None),
+        row("forwarder_added_long", "the same, late in a long session (~1 MB calls)",
+            "one call in three: via minus the direct call next to it",
+            figure("added", "ms", added["long"], p99=True), None),
         row("forwarder_gil", "how late a 1 ms ticker beside the forwarder wakes",
             "in the member's process, while calls are forwarded: the GIL the forwarder "
             "holds, and the scheduler's share on a loaded machine",

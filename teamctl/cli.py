@@ -351,6 +351,9 @@ def demo(ctx: typer.Context,
          lead: Annotated[bool, typer.Option(
              "--lead", help="The seeds' story with an LLM lead: it plans the board, spawns "
              "the team, reviews a plan and shuts the team down; you are `user`.")] = False,
+         runtime: Annotated[str, typer.Option(
+             metavar="RUNTIME", help="The teammates' agent: teamd (built in) or claude-code "
+             "(the Claude Code CLI, which must be installed).")] = "teamd",
          root: Annotated[str | None, typer.Option(
              "--root", metavar="DIR", hidden=True,
              help="The same as the global --root.")] = None,
@@ -359,17 +362,21 @@ def demo(ctx: typer.Context,
     """A whole team at work: the REST → GraphQL migration of the design notes, four chained
     tasks worked by analyst, backend and frontend under a real supervisor, live, then shut
     down. Uses Claude with ANTHROPIC_API_KEY; offline, the built-in scripted model.
+    With --runtime claude-code the teammates run the Claude Code CLI (installed, and
+    named by claude_code in teamd.toml if not `claude`).
 
     The workspace is the global --root or $TEAMD_ROOT, else a new ./teamd-demo folder.
 
     \b
     Example:
       teamctl --root /tmp/demo demo --lead
+      teamctl --root /tmp/cc demo --runtime claude-code
     """
     from teamctl import demo as demo_mod
 
     chosen = root or ctx.find_root().params.get("root") or os.environ.get(ROOT_ENV) or None
-    demo_mod.run(chosen, timeout, lead)  # as given: it prints paths in the same form
+    asked = settings.check("runtime", runtime, "--runtime")
+    demo_mod.run(chosen, timeout, lead, asked)  # as given: it prints paths in the same form
 
 
 def main() -> None:

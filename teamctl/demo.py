@@ -23,7 +23,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from teamctl import output
+from teamctl import demo_claude_code, output
 from teamd import (
     actions,
     board,
@@ -33,10 +33,11 @@ from teamd import (
     inbox,
     pidfile,
     roster,
+    runtimes,
     settings,
     worktrees,
 )
-from teamd.errors import TeamdError
+from teamd.errors import BadInput, TeamdError
 from teamd.layout import LEAD, USER, Workspace
 from teamd.proc import stop_subprocess
 
@@ -169,11 +170,18 @@ def _pick_root(root: Path | None) -> Path:
     return base
 
 
-def run(given: str | None, timeout: float, lead: bool = False) -> None:
+def run(given: str | None, timeout: float, lead: bool = False,
+        runtime: str = runtimes.TEAMD) -> None:
     """Run the demo in the root the person `given` (default: a new ./teamd-demo folder);
-    `lead`: the LLM-lead story. Paths are printed in the form given: absolute for an
-    absolute root, else relative to the current directory, so each works when pasted."""
+    `lead`: the LLM-lead story; `runtime`: the teammates' (`teamctl.demo_claude_code`).
+    Paths are printed in the form given: absolute for an absolute root, else relative to
+    the current directory, so each works when pasted."""
     root = _pick_root(Path(given).expanduser().absolute() if given else None)
+    claude_code = runtime == runtimes.CLAUDE_CODE
+    if claude_code:
+        if lead:
+            raise BadInput("--runtime claude-code runs the demo without --lead")
+        demo_claude_code.check(root)
     files.ensure_dir(root)
     ws = Workspace.at(root)
     shown = Shown(root, absolute=given is not None and Path(given).expanduser().is_absolute())
@@ -185,10 +193,13 @@ def run(given: str | None, timeout: float, lead: bool = False) -> None:
     else:
         from teamd.scripted.server import ScriptedServer
 
-        server = ScriptedServer(lead_scenario() if lead else scenario()).start()
+        server = ScriptedServer(lead_scenario() if lead else demo_claude_code.scenario(
+            ws, TEAM) if claude_code else scenario()).start()
         env.update(ANTHROPIC_BASE_URL=server.url, ANTHROPIC_API_KEY="offline-demo")
+        how = ("Claude Code, through each teammate's forwarder" if claude_code
+               else "the real anthropic SDK")
         print(f"No ANTHROPIC_API_KEY: the teammates talk to the built-in scripted model "
-              f"server at {server.url}\n(the real anthropic SDK over real HTTP, offline).")
+              f"server at {server.url}\n({how} over real HTTP, offline).")
     env.setdefault("TEAMD_IDLE_TIMEOUT", "300")
     print(f"Workspace: {root}\n")
     repo: Path | None = None
@@ -206,7 +217,7 @@ def run(given: str | None, timeout: float, lead: bool = False) -> None:
             previous = [board.create(ws, TEAM, subject, description, previous)["id"]]
         for name, role, prompt in MEMBERS:
             # each in its own worktree of app/, on branch teamd/rest-to-graphql/{name}
-            actions.spawn(ws, TEAM, name, prompt + WORKFLOW, role=role)
+            actions.spawn(ws, TEAM, name, prompt + WORKFLOW, role=role, runtime=runtime)
     # the supervisor's own output, private like everything the product writes (0600)
     log = os.fdopen(os.open(root / "teamd.log", os.O_WRONLY | os.O_APPEND | os.O_CREAT,
                             files.FILE_MODE), "ab")

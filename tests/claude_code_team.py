@@ -1,7 +1,12 @@
 """A team with a Claude Code teammate, for the end-to-end tests of CONTRACT §14 (the
-real pinned CLI, `tests/claude_code.py`, run by a real member process of a real `teamd
-run` against the scripted server): making and running the team, finding its Claude Code,
-and reading what reached it at the scripted server. Shared by tests/e2e/test_claude_code_*."""
+tests/e2e/test_claude_code_*.py files share it): the team made and run, its Claude Code
+found, and what the scripted server saw of it.
+
+`team_with_claude_code` makes team `crew` with a built-in teammate `bi` and a Claude Code
+one `cc` (the pinned CLI of tests/claude_code.py); `awake_with` runs it with rules
+scripted until `cc` is idle; `user_turns_with` says in which input turns of cc's last
+request a text is (exactly once: one); `claude_of` is the CLI a live member runs.
+"""
 
 from __future__ import annotations
 
@@ -42,9 +47,10 @@ def team_with_claude_code(ws: Workspace, workdir: Path, claude: Path) -> None:
 @contextlib.contextmanager
 def awake_with(ws: Workspace, server: ScriptedServer, workdir: Path, claude: Path,
                rules: tuple[dict[str, Any], ...], permissions: str = "",
-               hooks: str = "") -> Iterator[None]:
+               hooks: str = "", **settings: Any) -> Iterator[None]:
     """The team of `team_with_claude_code` (the rules scripted, `[permissions]` and
-    `[hooks]` in teamd.toml) running, restarts quick, with its Claude Code member idle."""
+    `[hooks]` in teamd.toml, other `settings` as TEAMD_ variables) running, restarts
+    quick, with its Claude Code member idle."""
     for rule in rules:
         server.add_rule(rule)
     team_with_claude_code(ws, workdir, claude)
@@ -52,7 +58,7 @@ def awake_with(ws: Workspace, server: ScriptedServer, workdir: Path, claude: Pat
         for table, body in (("permissions", permissions), ("hooks", hooks)):
             if body:
                 toml.write(f"[{table}]\n{body}\n")
-    with running_teamd(ws, server.url, backoff_initial=0.2):
+    with running_teamd(ws, server.url, **{"backoff_initial": 0.2, **settings}):
         wait_status(ws, CC, "idle", SLOW)
         yield
 
@@ -68,6 +74,7 @@ def user_turns_with(server: ScriptedServer, agent: str, text: str) -> list[int]:
 
 
 def mcp(name: str, **inp: Any) -> dict[str, Any]:
+    """A scripted reply calling the team tool `name` (the MCP server `teamd`'s)."""
     return {"content": [tool_use(f"mcp__teamd__{name}", **inp)]}
 
 
@@ -83,3 +90,7 @@ def claude_of(ws: Workspace, name: str) -> psutil.Process:
         except psutil.Error:
             return []
     return wait_until(find, SLOW, f"{name}'s Claude Code")[0]
+
+
+def lines_of(path: Path) -> list[str]:
+    return path.read_text().splitlines() if path.exists() else []

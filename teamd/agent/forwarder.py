@@ -33,13 +33,14 @@ import http.client
 import json
 import logging
 import os
+import re
 import secrets
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any, cast
 
-from teamd import apikey, ratelimit, settings
+from teamd import apikey, ratelimit
 from teamd.agent import accounting, model, retry_advice
 from teamd.agent.sse_usage import UsageReader
 from teamd.agent.upstream import Upstream
@@ -63,6 +64,8 @@ HOP = frozenset({"host", "connection", "keep-alive", "transfer-encoding", "conte
 MAX_BODY = 64 * 1024 * 1024
 #: the most of an answer relayed in one piece (whatever has arrived, up to this)
 CHUNK = 64 * 1024
+#: a body that names its model first (as Claude Code's do), read without parsing it all
+_MODEL_FIRST = re.compile(rb'\{\s*"model"\s*:\s*"([A-Za-z0-9._:@/-]{1,200})"')
 
 
 class _Server(ThreadingHTTPServer):
@@ -125,11 +128,10 @@ class Forwarder:
     def held(self) -> str | None:
         """What holds the next call (a budget reached, a model with no price): the member
         is paused and the lead told, and the call is answered with this line."""
-        m = self.m
         with self.lock:
-            # teamd.toml as it is now (SIGHUP applies from the next call: prices, limits)
-            m.conf = settings.load_or_keep(m.ws, m.conf)
-            line, _ = m.gate.pause()
+            # the gate reads teamd.toml as it is now into the member's settings (SIGHUP
+            # applies from the next call: prices, limits) whenever no budget holds the call
+            line, _ = self.m.gate.pause()
             if line is not None:
                 self.refused += 1
         return line
@@ -199,9 +201,8 @@ class _Handler(BaseHTTPRequestHandler):
             return self.send_error_json(404, "not_found_error", f"teamd forwarder: "
                                         f"{self.command} {path} is not passed on")
         if (self.command, path) != ("POST", MESSAGES):
-            self.relay(body, None)  # not a model call (count_tokens, a probe): not counted
+            self.relay(body, count=False)  # not a model call (count_tokens, a probe)
             return
-        model_name = _model_of(body)
         line = fwd.held()
         if line is not None:  # billing_error: Claude Code neither retries it nor probes
             return self.send_error_json(400, "billing_error", f"teamd: {line}")
@@ -210,11 +211,12 @@ class _Handler(BaseHTTPRequestHandler):
         with contextlib.ExitStack() as slot:  # a call slot, for the length of the call
             if conf.max_concurrent_calls > 0:
                 slot.enter_context(fwd.m.ws.store.call_slot(conf.max_concurrent_calls))
-            self.relay(body, model_name)
+            self.relay(body, count=True)
 
-    def relay(self, body: bytes, model_name: str | None) -> None:
-        """Send the request on with the real key; stream the answer back as it comes. With
-        a `model_name`, the call is counted."""
+    def relay(self, body: bytes, *, count: bool) -> None:
+        """Send the request on with the real key; stream the answer back as it comes,
+        each piece passed on before it is read for the usage. With `count`, the call is
+        counted (its model read from the body then, not before it is sent)."""
         fwd = self.fwd
         headers = {k: v for k, v in self.headers.items() if k.lower() not in HOP}
         headers["accept-encoding"] = "identity"  # the stream is read for its usage
@@ -238,32 +240,29 @@ class _Handler(BaseHTTPRequestHandler):
             whole = False
             try:
                 status, answer_headers = response.status, response.headers
-                self.send_response(status)
-                for k, v in response.getheaders():
-                    if k.lower() not in HOP:
-                        self.send_header(k, v)
+                fields = [(k, v) for k, v in response.getheaders() if k.lower() not in HOP]
                 if self.command == "HEAD":  # an answer with no body
-                    self.send_header("content-length", "0")
-                    self.end_headers()
+                    self.wfile.write(self.head(status, response.reason,
+                                               [*fields, ("content-length", "0")]))
                     whole = True
                     return
-                self.send_header("transfer-encoding", "chunked")
-                self.end_headers()
+                # the head goes out with the first piece of the body: one write, one wake
+                pending = self.head(status, response.reason,
+                                    [*fields, ("transfer-encoding", "chunked")])
                 try:
                     while chunk := response.read1(CHUNK):
-                        if model_name is not None:
+                        self.wfile.write(pending + b"%x\r\n%s\r\n" % (len(chunk), chunk))
+                        pending = b""
+                        if count:
                             reader.feed(chunk)
-                        self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
-                        self.wfile.flush()
                     whole = True
                     # counted before the answer ends: the client's next call is checked
                     # against a spend that holds this one
-                    if model_name is not None:
-                        fwd.counted(model_name, status, answer_headers, reader,
+                    if count:
+                        fwd.counted(_model_of(body), status, answer_headers, reader,
                                     (time.monotonic() - started) * 1000, None)
-                        model_name = None
-                    self.wfile.write(b"0\r\n\r\n")
-                    self.wfile.flush()
+                        count = False
+                    self.wfile.write(pending + b"0\r\n\r\n")
                 except (BrokenPipeError, ConnectionResetError):
                     error = "model API: cut short: Claude Code went away mid-answer"
                     self.close_connection = True
@@ -274,9 +273,15 @@ class _Handler(BaseHTTPRequestHandler):
                 if not whole:
                     upstream.drop()  # an answer not read to its end: the connection goes
         finally:
-            if model_name is not None:
-                fwd.counted(model_name, status, answer_headers, reader,
+            if count:
+                fwd.counted(_model_of(body), status, answer_headers, reader,
                             (time.monotonic() - started) * 1000, error)
+
+    def head(self, status: int, reason: str, fields: list[tuple[str, str]]) -> bytes:
+        """An answer's status line and headers, as bytes to send with what follows."""
+        self.log_request(status)
+        lines = [f"{self.protocol_version} {status} {reason}", *(f"{k}: {v}" for k, v in fields)]
+        return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
 
     def read_body(self, length: int) -> bytes:
         return self.rfile.read(length) if length > 0 else b""
@@ -297,7 +302,12 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 def _model_of(body: bytes) -> str:
-    """The model a request asks for ("unknown" when the body does not say)."""
+    """The model a request asks for ("unknown" when the body does not say): from the
+    body's head, where Claude Code puts it, else from the whole body (a parse of a
+    long conversation's body takes milliseconds)."""
+    head = _MODEL_FIRST.match(body)
+    if head is not None:
+        return head[1].decode()
     try:
         found: Json = json.loads(body)
     except (ValueError, UnicodeDecodeError):

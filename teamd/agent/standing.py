@@ -100,7 +100,9 @@ class Standing:
                 charged = True
             if entry.get("pid") != os.getpid():
                 return  # not ours any more (CONTRACT §4): write nothing
-            if "status" in changes:
+            # leaving (it approved its shutdown: `stopping`), it writes no other status — a
+            # Claude Code member's forwarder may still refuse a last call, from its thread
+            if "status" in changes and entry.get("status") != Status.STOPPING:
                 states.transition(entry, changes["status"], Writer.MEMBER)
             if self.error_of_last_run:
                 entry["last_error"] = None  # up and running again: that trouble has cleared

@@ -241,3 +241,24 @@ def test_a_call_cut_short_by_its_client_is_a_model_call_with_its_error(
     [cut] = wait_until(lambda: events_of(ws, "coder", "model_call"), what="the cut call counted")
     assert cut["error"].startswith("model API: cut short") and cut["input_tokens"] == 0
     assert member(ws, TEAM, "coder")["usage"]["input_tokens"] == 0
+
+
+def test_a_call_is_priced_by_its_model_wherever_the_body_names_it(
+        forwarder: Forwarder, server: ScriptedServer, ws: Workspace) -> None:
+    # Claude Code names the model first (read from the body's head, after the answer);
+    # a body that names it last is read whole, and counted the same
+    for body in ({"model": "claude-opus-5-5", "max_tokens": 5, "messages": [
+                     {"role": "user", "content": "first"}]},
+                 {"max_tokens": 5, "messages": [{"role": "user", "content": "last"}],
+                  "model": "claude-haiku-4-5"}):
+        conn = http.client.HTTPConnection("127.0.0.1", forwarder.port, timeout=10)
+        try:
+            conn.request("POST", "/v1/messages", body=json.dumps(body), headers={
+                "content-type": "application/json", "x-api-key": forwarder.stand_in})
+            assert conn.getresponse().status == 200
+        finally:
+            conn.close()
+    calls = wait_until(lambda: len(found := events_of(ws, "coder", "model_call")) == 2
+                       and found, what="both calls counted")
+    assert [c["model"] for c in calls] == ["claude-opus-5-5", "claude-haiku-4-5"]
+    assert all(c["cost_usd"] > 0 for c in calls)

@@ -76,3 +76,19 @@ def test_absorbed_only_as_a_remove_still_counts_once(tmp_path: Path) -> None:
 def test_no_transcript_yet_means_nothing_was_taken(tmp_path: Path) -> None:
     assert transcript.path(tmp_path, SID) is None
     assert transcript.not_taken(["prompt", "A"], transcript.taken_in(tmp_path, SID)) == [0, 1]
+
+
+def test_a_transcript_ending_on_a_turn_nothing_answered_says_so(tmp_path: Path) -> None:
+    tool_result = {"type": "user", "message": {"role": "user", "content": [
+        {"type": "tool_result", "tool_use_id": "t1", "content": "ok"}]}}
+    reply = {"type": "assistant", "message": {"content": [{"type": "text", "text": "ok"}]}}
+    cases = {
+        "answered": ([user("A"), reply], False),
+        "cut before any reply": ([user("A"), reply, queue("dequeue"), user("B")], True),
+        "cut after a tool ran": ([user("A"), reply, tool_result], False),
+        "a reply, then bookkeeping": ([user("A"), reply, queue("enqueue")], False),
+    }
+    for name, (entries, unanswered) in cases.items():
+        home = tmp_path / name.replace(" ", "-")
+        write(home, entries)
+        assert transcript.taken_in(home, SID).unanswered is unanswered, name

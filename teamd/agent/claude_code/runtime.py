@@ -118,10 +118,10 @@ class ClaudeCodeRuntime:
             log.info("permission request %s %s", rid, pretool.RESTARTED)
         # what a crash of either process left: input Claude Code never took in
         inputs = self.inputs()
-        missing = set(transcript.not_taken(
-            [text for _, text in inputs], transcript.taken_in(self.home, self.session_id)))
+        taken = transcript.taken_in(self.home, self.session_id)
+        missing = set(transcript.not_taken([text for _, text in inputs], taken))
         self.given = {index for n, (index, _) in enumerate(inputs) if n not in missing}
-        note = self.cut_turn()
+        note = self.cut_turn(taken.unanswered)
         if note is not None:  # recorded, so given exactly once like any input
             m.session.append({"type": "user", "content": [{"type": "text", "text": note}]})
         self.forwarder = Forwarder(m).start()
@@ -184,18 +184,20 @@ class ClaudeCodeRuntime:
                 found.append((index, text))
         return found
 
-    def cut_turn(self) -> str | None:
+    def cut_turn(self, unanswered: bool) -> str | None:
         """The note resuming a turn the last process left cut short, or None: input was
         taken in and no `result` came after it, or Claude Code began a turn after its last
         `result` (a turn queued while it worked: given before that `result`) and said
-        something in it."""
+        something in it, or its transcript ends on a turn it took in and never answered
+        (`unanswered`: that queued turn, cut before any reply)."""
         records = self.m.session.records
         if not self.given:
             return None
         ends = [i for i, r in enumerate(records) if r["type"] == RESULT_RECORD]
         since = ends[-1] + 1 if ends else 0
         after = records[since:]
-        if max(self.given) < since and not any(r["type"] == "assistant" for r in after):
+        if max(self.given) < since and not unanswered and not any(
+                r["type"] == "assistant" for r in after):
             return None  # the last turn ended, and none began since
         done = {r["block"].get("tool_use_id") for r in after if r["type"] == "tool_result"}
         cut = [b.get("name", "?") for r in after if r["type"] == "assistant"

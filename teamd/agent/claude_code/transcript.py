@@ -17,7 +17,9 @@ queue is already written. A turn is counted as taken in only with its `user` ent
 its absorption), never on a `dequeue` alone: a Claude Code that died in that window
 resumes from this transcript, which does not hold the turn, so it is given again. (A
 member that reads the transcript while it lags sees the turn as not taken yet and reads
-again: `runtime`.)
+again: `runtime`.) One that died once the `user` entry was written, before any reply,
+resumes a conversation ending on that turn (`unanswered`): the turn is not given again,
+and the member tells Claude Code to go on, so it is answered.
 """
 
 from __future__ import annotations
@@ -57,6 +59,8 @@ class Taken:
     turns: list[str] = field(default_factory=list)
     absorbed: Counter[str] = field(default_factory=Counter)
     dequeued: int = 0
+    #: the conversation ends on a user turn nothing answered yet (no reply, no tool call)
+    unanswered: bool = False
 
 
 def taken_in(home: Path, session_id: str) -> Taken:
@@ -78,6 +82,9 @@ def taken_in(home: Path, session_id: str) -> Taken:
             text = _text(entry["message"].get("content"))
             if text is not None:
                 taken.turns.append(text)
+            taken.unanswered = text is not None  # a tool's result is no new turn
+        elif kind == "assistant":
+            taken.unanswered = False
         elif kind == "attachment" and isinstance(entry.get("attachment"), dict):
             attachment = entry["attachment"]
             if attachment.get("type") == "queued_command":

@@ -1,0 +1,82 @@
+"""The API key out of a Claude Code teammate's reach (CONTRACT §14, "Cost, limits and the
+key"), with the real CLI under a real `teamd run`: `env` run through Claude Code's `Bash`
+shows the forwarder's stand-in, never the key; the key is in no environment of its
+processes; and after the run, no file under the root — Claude Code's own state folder, its
+transcripts and logs included — nor in the member's working folder holds it. The calls
+still reached the API with the real key (the forwarder put it in)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import uuid
+from pathlib import Path
+
+import psutil
+
+from teamd import actions
+from teamd.layout import Workspace
+from teamd.scripted import ScriptedServer
+from tests.claude_code_team import CC, SLOW, claude_of, team_with_claude_code
+from tests.harness import TEAM, Teamd, reap_leftovers, teamd_env, tool_use, turn_text, wait_status
+
+
+def holders(key: bytes, *folders: Path) -> tuple[list[Path], int]:
+    """The files under `folders` that hold `key`, and how many files were read."""
+    found, read = [], 0
+    for folder in folders:
+        for path in folder.rglob("*"):
+            if path.is_file() and not path.is_symlink():
+                read += 1
+                if key in path.read_bytes():
+                    found.append(path)
+    return found, read
+
+
+def test_env_through_bash_shows_no_key_and_no_file_holds_it(
+        ws: Workspace, server: ScriptedServer, workdir: Path, claude: Path,
+        tmp_path: Path) -> None:
+    # a key no scanner takes for a real one, unique to this run
+    key = f"fake-teamd-test-key-{uuid.uuid4().hex}"
+    server.add_rule({"agent": CC, "contains": "ENV-1", "reply": {"content": [tool_use(
+        "Bash", command="env", description="the environment")]}})
+    server.add_rule({"name": "seen", "agent": CC, "tool_result": "Bash",
+                     "reply": {"content": "seen"}})
+    team_with_claude_code(ws, workdir, claude)
+    env = teamd_env(server.url)
+    env["ANTHROPIC_API_KEY"] = key  # teamd's environment only: not this test's
+    assert key not in os.environ.values()
+    daemon = Teamd(ws, env)
+    try:
+        wait_status(ws, CC, "idle", SLOW)
+        cli = claude_of(ws, CC)
+        if os.geteuid() == 0:  # as root every environment is readable: the CLI's has no key
+            block = Path(f"/proc/{cli.pid}/environ").read_bytes()
+            assert b"ANTHROPIC_API_KEY=teamd-stand-in-" in block
+            assert key.encode() not in block
+        actions.send(ws, TEAM, CC, "ENV-1 print your environment")
+        seen = server.wait_for(lambda r: r["rule"] == "seen", SLOW)
+        wait_status(ws, CC, "idle", SLOW)
+        cli_gone = psutil.Process(cli.pid)
+    finally:
+        daemon.stop()
+        reap_leftovers(ws)
+    # what `env` printed, as the model was given it: the stand-in, not the key
+    printed = turn_text(seen["body"]["messages"][-1])
+    assert "PATH=" in printed  # a real environment was printed
+    [stand_in] = [line.split("=", 1)[1] for line in printed.splitlines()
+                  if line.startswith("ANTHROPIC_API_KEY=")]
+    assert stand_in.startswith("teamd-stand-in-") and stand_in != key
+    assert key not in printed
+    # every call of Claude Code reached the API with the real key, put in by the forwarder
+    sha = hashlib.sha256(key.encode()).hexdigest()
+    cc_calls = [r for r in server.requests if r["agent"] == CC]
+    assert cc_calls and {r["api_key_sha256"] for r in cc_calls} == {sha}
+    # no file holds the key: the root (Claude Code's state, its transcripts and logs, the
+    # sessions, the journal, the member logs, teamd.log) and the member's working folder
+    state = ws.claude_state(TEAM, CC)
+    assert list((state / ".claude" / "projects").glob("*/*.jsonl"))  # its transcript is there
+    found, read = holders(key.encode(), ws.root, workdir)
+    assert found == []
+    assert read > 10
+    assert not cli_gone.is_running() or cli_gone.status() == psutil.STATUS_ZOMBIE

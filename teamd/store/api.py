@@ -176,6 +176,10 @@ class Store(Protocol):
     def top_task_id(self, team: str) -> int:
         """The highest id handed out so far (0 for none)."""
 
+    def raise_top_task_id(self, team: str, top: int) -> None:
+        """Make `top` the highest id handed out when it is higher than that (an import:
+        ids its tasks used are never handed out again), inside the board's unit."""
+
     # -- inboxes (CONTRACT §3) ---------------------------------------------------------
     def deliver(self, team: str, name: str, messages: Sequence[Json]) -> None:
         """Append `messages` to `name`'s inbox as one durable step (all or none)."""
@@ -283,6 +287,10 @@ class Store(Protocol):
                         kept: str | None = None) -> list[Json] | None:
         """The conversation `keep_transcript` kept at `where` (what it returned), or None
         when it is gone; `kept` as for `read_session`."""
+
+    def list_transcripts(self, team: str) -> list[tuple[str, str, str]]:
+        """Every transcript `keep_transcript` kept in the team, removed members' too: its
+        member's name, its `stamp` and its `where`, ordered by name, then stamp."""
 
     def follow_session(self, team: str, name: str, *, skip: int = 0, poll: float = 1.0
                        ) -> Generator[Json, None, None]:

@@ -26,7 +26,8 @@ _TASK_NAME = re.compile(r"([1-9][0-9]*)\.json")
 
 
 class Board(Base):
-    """board_exists, board_unit, task_ids, read_task, write_task, next_task_id, top_task_id."""
+    """board_exists, board_unit, task_ids, read_task, write_task, next_task_id, top_task_id,
+    raise_top_task_id."""
 
     def board_exists(self, team: str) -> bool:
         return self.paths.tasks_dir(team).is_dir()
@@ -76,3 +77,7 @@ class Board(Base):
             return int(self.paths.highwatermark(team).read_text().strip() or 0)
         except (OSError, ValueError):
             return 0
+
+    def raise_top_task_id(self, team: str, top: int) -> None:
+        if int(top) > self.top_task_id(team):
+            files.atomic_write_bytes(self.paths.highwatermark(team), f"{int(top)}\n".encode())

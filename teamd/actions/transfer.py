@@ -66,8 +66,9 @@ def import_root(ws: Workspace, folder: Path, progress: Progress | None = None) -
         raise BadInput(f"{folder} holds no team (a files root: .teams/TEAM/config.json)")
     there = [t for t in teams if ws.store.team_exists(t) or ws.store.board_exists(t)]
     if there:
-        raise BadInput(f"team {there[0]!r} exists already in this root's store ({ws.store.description}); "
-                       f"`teamctl delete {there[0]}` it first, or import elsewhere")
+        raise BadInput(f"team {there[0]!r} exists already in this root's store "
+                       f"({ws.store.description}): `teamctl delete {there[0]}` it first, "
+                       f"or import elsewhere; nothing imported")
     for team in teams:
         _spec(source, team)  # every team readable before any is copied
     return [{**copy_team(source, ws.store, team, progress), "from": str(folder)}

@@ -20,8 +20,9 @@ def is_postgres(url: str) -> bool:
 
 
 def mask(url: str) -> str:
-    """`url` as people are shown it: the password, if any, replaced by `***`."""
-    if not is_postgres(url):
+    """`url` as people are shown it: the password, if any, replaced by `***` (in a URL
+    of any scheme: a mistyped one is shown in its error)."""
+    if "://" not in url:
         return url
     try:
         parts = urlsplit(url)

@@ -1,0 +1,128 @@
+"""The store from the command line (CONTRACT §15): `--store URL` of `teamctl` and `teamd run`,
+`teamctl init --store URL`. A URL that cannot work is one line and exit 2 with nothing
+written; a password on the command line draws one warning (it shows in `ps`) and is never
+shown or written: every output and every file under the root is scanned for it.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from teamd import actions
+from teamd.layout import Workspace
+from tests.harness import TEAM
+from tests.helpers_proc import clean_env, ctl, snapshot, teamctl
+
+SECRET = "s3cret-Pw"
+#: a server that is not there: nothing listens on port 1
+UNREACHABLE = f"postgresql://teamd:{SECRET}@127.0.0.1:1/teamd"
+
+BAD = [("other-scheme", f"mysql://teamd:{SECRET}@db/teamd", "unknown store"),
+       ("malformed-port", f"postgresql://teamd:{SECRET}@db:port/teamd", "malformed store URL"),
+       ("not-a-url", "postgres", "unknown store")]
+
+
+def scan(root: Path, *outputs: bytes) -> None:
+    """The password is in no output and no file under `root`."""
+    for out in outputs:
+        assert SECRET.encode() not in out, out
+    for rel, (_, _, data) in snapshot(root).items():
+        assert data is None or SECRET.encode() not in data, rel
+
+
+@pytest.mark.parametrize(("url", "says"), [(u, s) for _, u, s in BAD],
+                         ids=[i for i, _, _ in BAD])
+def test_a_bad_store_url_is_one_line_exit_2_and_nothing_written(
+        ws: Workspace, url: str, says: str) -> None:
+    ctl(ws, "init")
+    actions.create_team(ws, TEAM)
+    before = snapshot(ws.root)
+    runs = [teamctl(ws.root, "--store", url, "status"),
+            teamctl(ws.root, "--store", url, "create", "other"),
+            teamctl(ws.root, "init", "--store", url),
+            teamctl(ws.root, "--store", url, "init"),
+            subprocess.run([sys.executable, "-m", "teamd", "run", "--root", str(ws.root),
+                            "--store", url], capture_output=True, timeout=60,
+                           env=clean_env(), check=False)]
+    for result in runs:
+        assert result.returncode == 2, result
+        lines = result.stderr.decode().splitlines()
+        assert len(lines) == 1 and says in lines[0], (result.args, lines)
+        assert result.stdout == b"", result
+        scan(ws.root, result.stdout, result.stderr)
+    assert snapshot(ws.root) == before  # teamd.toml too
+
+
+def test_init_store_with_no_teamd_toml_writes_nothing_when_the_url_is_bad(
+        ws: Workspace) -> None:
+    result = teamctl(ws.root, "init", "--store", BAD[0][1])
+    assert result.returncode == 2 and not ws.settings_file.exists(), result
+
+
+def test_init_store_names_the_store_keeping_the_file_and_is_idempotent(ws: Workspace) -> None:
+    ctl(ws, "init")
+    edited = ws.settings_file.read_text().replace("idle_timeout = 60", "idle_timeout = 90  # mine")
+    ws.settings_file.write_text(edited + "\n# my own note\n")
+    out = ctl(ws, "init", "--store", "files", "--json")
+    assert json.loads(out) == {"settings": str(ws.settings_file), "store": "files",
+                               "schema": None}
+    text = ws.settings_file.read_text()
+    assert text == edited + "\n# my own note\n"  # `store = "files"` was there: unchanged
+    ws.settings_file.write_text(text.replace('store = "files"\n', ""))
+    ctl(ws, "init", "--store", "files")
+    again = ws.settings_file.read_text()
+    assert again.count('store = "files"') == 1 and "idle_timeout = 90  # mine" in again
+    assert "# my own note" in again and "[permissions]" in again
+    before = snapshot(ws.root)
+    ctl(ws, "init", "--store", "files")  # run again: exit 0, nothing changed
+    assert snapshot(ws.root) == before
+    assert "store" in json.loads(ctl(ws, "config", "--json"))
+
+
+def test_init_store_on_a_new_root_writes_the_defaults_and_the_store(tmp_path: Path) -> None:
+    root = tmp_path / "new"
+    ctl(root, "init", "--store", "files")
+    text = (root / "teamd.toml").read_text()
+    assert 'store = "files"' in text and "idle_timeout = 60" in text and "[hooks]" in text
+
+
+def test_a_password_on_the_command_line_is_warned_about_and_never_shown(
+        ws: Workspace) -> None:
+    ctl(ws, "init")
+    before = snapshot(ws.root)
+    result = teamctl(ws.root, "--store", UNREACHABLE, "status")
+    lines = result.stderr.decode().splitlines()
+    assert result.returncode in (1, 2), result  # no PostgreSQL store, or no server
+    assert "shows in `ps`" in lines[0] and "teamd:***@127.0.0.1:1" in lines[0], lines
+    assert len(lines) == 2, lines  # the warning, then the error
+    scan(ws.root, result.stdout, result.stderr)
+    assert snapshot(ws.root) == before
+    # teamd run: warned once, though it re-executes itself to hide the API key
+    env = {**clean_env(), "ANTHROPIC_API_KEY": "test-key"}
+    run = subprocess.run([sys.executable, "-m", "teamd", "run", "--root", str(ws.root),
+                          "--store", UNREACHABLE], capture_output=True, timeout=60, env=env,
+                         check=False)
+    said = run.stderr.decode()
+    assert run.returncode in (1, 2) and said.count("shows in `ps`") == 1, said
+    scan(ws.root, run.stdout, run.stderr)
+    # a password-less URL draws no warning
+    quiet = teamctl(ws.root, "--store", "postgresql://teamd@127.0.0.1:1/teamd", "status")
+    assert b"shows in `ps`" not in quiet.stderr
+
+
+def test_config_and_status_show_the_store_masked(ws: Workspace) -> None:
+    actions.create_team(ws, TEAM)
+    env = {**clean_env(), "TEAMD_STORE": UNREACHABLE}
+    result = teamctl(ws.root, "config", "--json", env=env)
+    assert result.returncode == 0, result
+    assert json.loads(result.stdout)["store"] == {
+        "value": "postgresql://teamd:***@127.0.0.1:1/teamd", "source": "env"}
+    scan(ws.root, result.stdout, result.stderr)
+    doc = json.loads(ctl(ws, "status", "--json"))
+    assert doc["store"] == "files" and doc["root"] == str(ws.root)
+    assert {"supervisor", "teams", "unreadable"} <= set(doc)

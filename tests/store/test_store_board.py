@@ -54,6 +54,15 @@ def test_ids_are_never_reused_not_even_those_of_tasks_never_written(store: Store
     assert store.task_ids(TEAM) == [1, 3]
 
 
+def test_the_top_id_raised_by_an_import_is_never_handed_out(store: Store, crew: str) -> None:
+    add(store)
+    with store.board_unit(TEAM):
+        store.raise_top_task_id(TEAM, 7)  # the ids a team used in the store it came from
+        store.raise_top_task_id(TEAM, 3)  # lower: no change
+    assert store.top_task_id(TEAM) == 7
+    assert add(store) == 8 and store.task_ids(TEAM) == [1, 8]
+
+
 def test_a_board_that_does_not_exist(store: Store) -> None:
     assert not store.board_exists("nope")
     assert store.task_ids("nope") == [] and store.top_task_id("nope") == 0

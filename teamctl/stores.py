@@ -19,7 +19,7 @@ from teamd.files import Json
 if TYPE_CHECKING:
     from teamd.actions.transfer import Progress
 
-#: a copy says how far it is on stderr once a part of it passes this many records
+#: a copy says how far it is on stderr each time a part of it passes this many more records
 BIG = 10_000
 
 
@@ -95,8 +95,12 @@ def import_cmd(folder: Annotated[Path, typer.Argument(
 
 
 def _progress(verb: str) -> Progress:
+    """One line on stderr each time a part of the copy passes another BIG records."""
+    shown: dict[tuple[str, str], int] = {}
+
     def tell(team: str, what: str, done: int) -> None:
-        if done >= BIG:
+        if done // BIG > shown.get((team, what), 0):
+            shown[team, what] = done // BIG
             print(f"teamctl: {verb} {team}: {done} {what}", file=sys.stderr, flush=True)
     return tell
 

@@ -162,3 +162,16 @@ def test_export_and_import_refuse_bad_input_and_change_nothing(ws: Workspace,
         assert len(result.stderr.splitlines()) == 1 and says in result.stderr, (args, result)
     assert snapshot(ws.root) == before and snapshot(tmp_path / "out") == out_before
     assert not (tmp_path / "x").exists() and not list(empty.iterdir())
+
+
+def test_a_big_team_says_how_far_the_copy_is_on_stderr(ws: Workspace, tmp_path: Path) -> None:
+    actions.create_team(ws, TEAM)
+    lines = [{"ts": 1763675000.0 + n, "event": "note", "n": n} for n in range(25_000)]
+    ws.store.emit(TEAM, lines, max_bytes=1 << 40, keep=0)
+    result = teamctl(ws.root, "export", TEAM, str(tmp_path / "out"))
+    assert result.returncode == 0, result
+    said = result.stderr.decode().splitlines()
+    assert said == [f"teamctl: export {TEAM}: {n} journal lines" for n in (10_000, 20_000)]
+    assert result.stdout.decode().count("\n") == 1  # the summary, on stdout
+    exported = (tmp_path / "out" / ".teams" / TEAM / "events.jsonl").read_text().splitlines()
+    assert [json.loads(line).get("n") for line in exported[-25_000:]] == list(range(25_000))

@@ -21,7 +21,7 @@ CONTRACT_DEFAULTS = {
     "permission_timeout": 0, "hook_timeout": 300,
     "retry_max_wait": 60, "api_timeout": 600, "max_concurrent_calls": 0,
     "lead_wake_on_idle": "quiet", "cache_ttl": "auto", "api_key_file": "", "effort": "",
-    "runtime": "teamd", "claude_code": "claude",
+    "runtime": "teamd", "claude_code": "claude", "store": "files",
 }
 #: what `teamctl init` writes besides the flat table (the hooks are comments)
 INIT_TABLES = {"permissions": {"default": "allow", "allow": [], "ask": [], "deny": []},

@@ -32,9 +32,10 @@ HBA = f"""\
 local all +{NEEDS_PASSWORD} scram-sha-256
 local all all trust
 """
-#: the cluster is a test's: no fsync, few connections' worth of memory
-SETTINGS = ("-c fsync=off -c full_page_writes=off -c synchronous_commit=off "
-            "-c max_connections=200 -c shared_buffers=32MB -c listen_addresses=''")
+#: the cluster is a test's: little memory, no TCP
+SETTINGS = "-c max_connections=200 -c shared_buffers=32MB -c listen_addresses=''"
+#: and, unless a benchmark wants a commit's real cost, no fsync
+FAST = "-c fsync=off -c full_page_writes=off -c synchronous_commit=off"
 
 
 def binaries() -> Path:
@@ -75,7 +76,8 @@ class Cluster:
         self._names = itertools.count(1)
 
     @classmethod
-    def start(cls) -> Cluster:
+    def start(cls, durable: bool = False) -> Cluster:
+        """A new cluster, running; `durable`: every commit fsynced, as in production."""
         bin_dir = binaries()
         base = Path(tempfile.mkdtemp(prefix="teamd-pg-"))
         cluster = cls(base)
@@ -94,7 +96,7 @@ class Cluster:
             (cluster.data / "pg_hba.conf").write_text(HBA)
             cluster._run("pg_ctl", "start", "-D", str(cluster.data), "-w", "-t", "60",
                          "-l", str(cluster.log), "-o",
-                         f"-k {cluster.socket_dir} {SETTINGS}")
+                         f"-k {cluster.socket_dir} {SETTINGS}" + ("" if durable else f" {FAST}"))
         except BaseException:
             shutil.rmtree(base, ignore_errors=True)
             raise

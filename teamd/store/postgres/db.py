@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
+from psycopg import sql
 
 from teamd import crashpoints
 from teamd.store.changes import Kind
@@ -82,12 +83,14 @@ class Db:
         outer = local.depth == 0
         if outer:
             local.changes, local.wrote = {}, False
-            self._run(conn, "BEGIN")
+        # BEGIN and the locks in one round trip (the simple protocol takes several statements)
+        statements = ["BEGIN"] if outer else []
+        statements += [sql.SQL("SELECT pg_advisory_xact_lock(hashtextextended({}, 0))").format(
+            sql.Literal(name)).as_string(conn) for name in locks]
         local.depth += 1
         try:
-            for name in locks:
-                self._run(conn, "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
-                          (name,))
+            if statements:
+                self._run(conn, "; ".join(statements).encode(), prepare=False)
             yield conn
         except BaseException:
             local.depth -= 1
@@ -98,9 +101,10 @@ class Db:
         if outer:
             self._commit(conn)
 
-    def _run(self, conn: Any, sql: str, args: Sequence[Any] | None = None) -> Any:
+    def _run(self, conn: Any, query: Any, args: Sequence[Any] | None = None,
+             prepare: bool | None = None) -> Any:
         try:
-            return conn.execute(sql, args)
+            return conn.execute(query, args, prepare=prepare)
         except psycopg.OperationalError as exc:
             if conn.broken or conn.closed:  # the server went away: one line, exit 1
                 raise explain(exc, self.url) from None
@@ -117,9 +121,10 @@ class Db:
         if not local.wrote:
             self._run(conn, "COMMIT")
             return
-        for kind, team, name in local.changes:
-            payload = json.dumps([kind, team, name])
-            self._run(conn, "SELECT pg_notify(%s, %s)", (CHANNEL, payload))
+        if local.changes:
+            payloads = [json.dumps(list(change)) for change in local.changes]
+            self._run(conn, "SELECT pg_notify(%s, p) FROM unnest(%s::text[]) AS p",
+                      (CHANNEL, payloads))
         crashpoints.before("commit", self.crash_path)
         self._run(conn, "COMMIT")
         crashpoints.after("commit", self.crash_path)

@@ -113,8 +113,8 @@ class Journal(Feeds):
         if last is not None or history:
             tail: collections.deque[Json] | None = (
                 None if last is None else collections.deque(maxlen=max(last, 0)))
-            for seq, doc in records(self._after(key, False, 0)):
-                ended = doc.get("event") == "team_deleted"
+            for at, doc in records(self._after(key, False, 0)):
+                seq, ended = at, doc.get("event") == "team_deleted"
                 if wanted(doc):
                     if tail is None:
                         yield doc
@@ -141,7 +141,8 @@ class Journal(Feeds):
             while True:
                 feed.drain()
                 gone = live and not self.team_exists(team)
-                for seq, doc in records(self._after(key, gone, seq)):
+                for at, doc in records(self._after(key, gone, seq)):
+                    seq = at
                     if wanted(doc):
                         yield doc
                     if doc.get("event") == "team_deleted" and stop_at_deletion:

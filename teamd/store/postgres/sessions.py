@@ -80,8 +80,8 @@ class Sessions(Teams, Inboxes, Feeds):
                 rows = self.db.rows("SELECT seq, doc FROM sessions WHERE team = %s AND "
                                     "name = %s AND seq > %s AND doc IS NOT NULL ORDER BY seq",
                                     (team, name, seq))
-                for seq, doc in rows:
-                    shown += 1
+                for at, doc in rows:
+                    seq, shown = at, shown + 1
                     if shown > skip and isinstance(doc, dict):
                         yield doc
                 if not rows and not self.team_exists(team):

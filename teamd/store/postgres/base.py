@@ -1,0 +1,72 @@
+"""What every part of the PostgreSQL store shares: its URL, its connections (`Db`), the
+advisory locks its units take, and a record's JSON in and out of a column."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from psycopg.types.json import Jsonb
+
+from teamd.files import Json
+from teamd.store import urls
+from teamd.store.postgres.db import Db
+
+
+def text(record: Any) -> str:
+    """A record as the text a `json` column keeps (what its file's line would hold)."""
+    return json.dumps(record, ensure_ascii=False, separators=(",", ":"))
+
+
+def jsonb(record: Json) -> Jsonb:
+    return Jsonb(record)
+
+
+class Base:
+    """The state the PostgreSQL store's parts (mixins of `PostgresStore`) have in common."""
+
+    def __init__(self, url: str, root: Path) -> None:
+        self.url = urls.check(url)
+        self.root = root
+        #: shown to people and in `status --json`: the URL, its password masked
+        self.description = urls.mask(url)
+        self.db = Db(url)
+        #: the supervisor's claims this process holds (`Money.claim_supervisor`)
+        self.claims: list[Any] = []
+
+    def own_folders(self) -> list[Path]:
+        return []  # the records are the database's: no local folder is the store's
+
+    def team_exists(self, team: str) -> bool:
+        return self.db.one("SELECT 1 FROM teams WHERE team = %s", (team,)) is not None
+
+    def where(self, table: str, team: str, *key: object) -> str:
+        """A record's place, for a message to a person (the URL masked)."""
+        named = "/".join(str(k) for k in key)
+        return f"{self.description} {table} {team}" + (f"/{named}" if named else "")
+
+    # -- the units' locks: one name per thing a unit guards -----------------------------
+    @staticmethod
+    def roster_lock(team: str) -> str:
+        return f"roster:{team}"
+
+    @staticmethod
+    def member_lock(team: str, name: str) -> str:
+        return f"member:{team}:{name}"
+
+    @staticmethod
+    def board_lock(team: str) -> str:
+        return f"board:{team}"
+
+    @staticmethod
+    def request_lock(team: str, request_id: str) -> str:
+        return f"request:{team}:{request_id}"
+
+    @staticmethod
+    def inbox_lock(team: str, name: str) -> str:
+        return f"inbox:{team}:{name}"
+
+    @staticmethod
+    def doc_lock(team: str, what: str) -> str:
+        return f"doc:{team}:{what}"

@@ -1,0 +1,90 @@
+"""Sessions and transcripts in PostgreSQL (CONTRACT §6, §8, §15).
+
+A session record is a row of `sessions` (`doc` the record's JSON), in order by `seq`; an
+append is one transaction under the session's lock (so `seq` order is commit order), and
+durable once it returns. A row whose `doc` is NULL holds bytes that are no whole record
+(`bad`: a hand edit, or a fault test's torn line): readers skip it, and the member itself
+(`mend`) moves it to `rejected`. A transcript is one row holding the whole conversation.
+A removed member's rows and a deleted team's are found by the names `keep_removed` and
+`delete_team` gave them (`Teams.kept_key`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator, Sequence
+
+from teamd.files import Json
+from teamd.store.changes import Kind
+from teamd.store.postgres.base import text
+from teamd.store.postgres.feed import Feeds
+from teamd.store.postgres.inboxes import Inboxes
+from teamd.store.postgres.teams import Teams
+
+
+class Sessions(Teams, Inboxes, Feeds):
+    """read_session, append_session, describe_session, keep_transcript, read_transcript,
+    follow_session."""
+
+    @staticmethod
+    def session_lock(team: str, name: str) -> str:
+        return f"session:{team}:{name}"
+
+    def read_session(self, team: str, name: str, *, mend: bool = False,
+                     kept: str | None = None) -> list[Json]:
+        key, who = self.kept_key(team, name, kept)
+        rows = self.db.rows("SELECT seq, doc, bad FROM sessions WHERE team = %s AND name = %s "
+                            "ORDER BY seq", (key, who))
+        bad = [(seq, bytes(junk)) for seq, doc, junk in rows if doc is None]
+        if mend and bad and kept is None:
+            with self.db.unit(self.session_lock(team, name)):
+                self.reject(team, name, "sessions", [("bad", junk) for _, junk in bad])
+                self.db.execute("DELETE FROM sessions WHERE seq = ANY(%s)",
+                                ([seq for seq, _ in bad],))
+                self.db.changed(Kind.SESSION, team, name)
+        return [doc for _, doc, _ in rows if isinstance(doc, dict)]
+
+    def append_session(self, team: str, name: str, records: Sequence[Json]) -> None:
+        with self.db.unit(self.session_lock(team, name)):
+            with self.db.conn().cursor() as cur:
+                cur.executemany("INSERT INTO sessions (team, name, doc) VALUES (%s, %s, %s)",
+                                [(team, name, text(r)) for r in records])
+            self.db.changed(Kind.SESSION, team, name)
+
+    def describe_session(self, team: str, name: str) -> str:
+        return self.where("sessions", team, name)
+
+    def keep_transcript(self, team: str, name: str, stamp: str,
+                        records: Sequence[Json]) -> str:
+        place = f"transcripts/{name}-{stamp}.jsonl"
+        with self.db.unit():
+            self.db.execute("INSERT INTO transcripts (team, name, place, doc) VALUES "
+                            "(%s, %s, %s, %s) ON CONFLICT (team, place) DO UPDATE SET "
+                            "doc = excluded.doc", (team, name, place, text(list(records))))
+            self.db.changed(Kind.SESSION, team, name)
+        return place
+
+    def read_transcript(self, team: str, name: str, where: str, *,
+                        kept: str | None = None) -> list[Json] | None:
+        key = team if kept is None or kept.startswith("removed/") else kept
+        doc = self.db.one("SELECT doc FROM transcripts WHERE team = %s AND place = %s",
+                          (key, where))
+        return None if doc is None else [r for r in doc if isinstance(r, dict)]
+
+    def follow_session(self, team: str, name: str, *, skip: int = 0, poll: float = 1.0
+                       ) -> Generator[Json, None, None]:
+        seq, shown = 0, 0
+        with self.changes([team], kinds=frozenset({Kind.SESSION, Kind.TEAM}),
+                          poll_fallback=poll) as feed:
+            while True:
+                feed.drain()
+                rows = self.db.rows("SELECT seq, doc FROM sessions WHERE team = %s AND "
+                                    "name = %s AND seq > %s AND doc IS NOT NULL ORDER BY seq",
+                                    (team, name, seq))
+                for at, doc in rows:
+                    seq, shown = at, shown + 1
+                    if shown > skip and isinstance(doc, dict):
+                        yield doc
+                if not rows and not self.team_exists(team):
+                    return
+                if not rows:
+                    feed.wait(poll)

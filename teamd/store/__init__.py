@@ -16,7 +16,7 @@ from teamd.errors import BadInput
 from teamd.store.api import Feed, Store
 from teamd.store.changes import Change, Kind
 
-__all__ = ["Change", "Feed", "Kind", "Store", "open_store", "postgres"]
+__all__ = ["Change", "Feed", "Kind", "Store", "load_postgres", "open_store"]
 
 
 def open_store(root: Path, url: str | None = None) -> Store:
@@ -27,11 +27,11 @@ def open_store(root: Path, url: str | None = None) -> Store:
     if url is None or urls.check(url) == urls.FILES:
         from teamd.store.files import FilesStore
         return FilesStore(root)
-    store: Store = postgres().PostgresStore(url, root)
+    store: Store = load_postgres().PostgresStore(url, root)
     return store
 
 
-def postgres() -> ModuleType:
+def load_postgres() -> ModuleType:
     """`teamd.store.postgres`, imported only now (psycopg is the `postgres` extra's);
     BadInput saying how to install it when it is not there."""
     try:

@@ -76,6 +76,6 @@ def with_store(text: str, stored: str, where: str) -> str:
 
 def _install_schema(url: str) -> bool:
     """Create or migrate the PostgreSQL store's schema; True when it was made or migrated."""
-    from teamd.store import postgres
+    from teamd.store import load_postgres
 
-    return bool(postgres().install_schema(url))
+    return bool(load_postgres().install_schema(url))

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,7 @@ from teamd import actions
 from teamd.layout import Workspace
 from tests.harness import TEAM
 from tests.helpers_proc import clean_env, ctl, snapshot, teamctl
+from tests.postgres import Cluster, database_name
 
 SECRET = "s3cret-Pw"
 #: a server that is not there: nothing listens on port 1
@@ -126,3 +128,77 @@ def test_config_and_status_show_the_store_masked(ws: Workspace) -> None:
     doc = json.loads(ctl(ws, "status", "--json"))
     assert doc["store"] == "files" and doc["root"] == str(ws.root)
     assert {"supervisor", "teams", "unreadable"} <= set(doc)
+
+
+# -- against a real PostgreSQL (tests/postgres.py: skipped, saying why, where none) -----
+def fresh_database(cluster: Cluster) -> str:
+    """A database with no schema in it yet: its name."""
+    name = f"fresh_{uuid.uuid4().hex[:12]}"
+    cluster.sql(f"CREATE DATABASE {name}")
+    return name
+
+
+def test_init_store_creates_the_schema_once_and_writes_no_password(
+        ws: Workspace, pg_cluster: Cluster) -> None:
+    name = fresh_database(pg_cluster)
+    url = pg_cluster.password_url(name, f"u_{name}", SECRET)
+    ctl(ws, "init")
+    first = teamctl(ws.root, "init", "--store", url, "--json")
+    assert first.returncode == 0, first
+    done = json.loads(first.stdout)
+    assert done["schema"] == "created" and done["store"] == url.replace(f":{SECRET}", "")
+    assert f'store = "{done["store"]}"' in ws.settings_file.read_text()
+    assert first.stderr.decode().count("shows in `ps`") == 1  # the password on the line
+    assert pg_cluster.sql("SELECT count(*) FROM teamd_schema", name) == [(1,)]
+    before = snapshot(ws.root)
+    again = teamctl(ws.root, "init", "--store", url, "--json")
+    assert again.returncode == 0 and json.loads(again.stdout)["schema"] == "current", again
+    assert snapshot(ws.root) == before
+    # the root now runs on it, the password coming from the environment (never the file)
+    env = {**clean_env(), "PGPASSWORD": SECRET}
+    outputs = [first.stdout, first.stderr, again.stdout, again.stderr]
+    for args in (("create", TEAM), ("spawn", TEAM, "alice", "--prompt", "p"),
+                 ("send", TEAM, "alice", "hi"), ("status", "--json"), ("logs", TEAM)):
+        result = teamctl(ws.root, *args, env=env)
+        assert result.returncode == 0, (args, result)
+        outputs += [result.stdout, result.stderr]
+    assert json.loads(outputs[-4])["store"] == done["store"]
+    assert ws.store.description != "files"
+    scan(ws.root, *outputs)
+    scan_database(pg_cluster, name)
+
+
+def scan_database(cluster: Cluster, name: str) -> None:
+    """The password is in no row of any table of the store (the journal among them)."""
+    tables = [t for (t,) in cluster.sql("SELECT tablename FROM pg_tables WHERE schemaname = "
+                                        "'public'", name)]
+    assert "journal" in tables and cluster.sql("SELECT count(*) FROM journal", name)[0][0]
+    for table in tables:
+        hits = cluster.sql(f"SELECT count(*) FROM {table} t WHERE t::text LIKE "
+                           f"'%{SECRET}%'", name)
+        assert hits == [(0,)], table
+
+
+def test_init_store_refuses_a_url_that_cannot_work(ws: Workspace, pg_cluster: Cluster,
+                                                   pg_url: str) -> None:
+    ctl(ws, "init")
+    before = snapshot(ws.root)
+    name = fresh_database(pg_cluster)
+    wrong = pg_cluster.password_url(name, f"u_{name}", SECRET).replace(SECRET, "wrong-pw")
+    newer = database_name(pg_url)
+    pg_cluster.sql("UPDATE teamd_schema SET version = version + 1", newer)
+    cases = [(wrong, 2, "password"), (pg_cluster.url("no_such_db"), 2, "no_such_db"),
+             (pg_url, 2, "newer"), (UNREACHABLE, 1, "")]
+    for url, code, says in cases:
+        result = teamctl(ws.root, "init", "--store", url)
+        lines = result.stderr.decode().splitlines()
+        errors = [line for line in lines if "shows in `ps`" not in line]
+        assert result.returncode == code and len(errors) == 1, (url, result)
+        assert says in errors[0], (url, errors)
+        scan(ws.root, result.stdout, result.stderr)
+        assert snapshot(ws.root) == before, url  # teamd.toml unchanged
+    # no teamd.toml at all: none is made either
+    ws.settings_file.unlink()
+    assert teamctl(ws.root, "init", "--store", wrong).returncode == 2
+    assert not ws.settings_file.exists()
+    assert pg_cluster.sql("SELECT to_regclass('teamd_schema') IS NULL", name) == [(True,)]

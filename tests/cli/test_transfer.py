@@ -175,3 +175,28 @@ def test_a_big_team_says_how_far_the_copy_is_on_stderr(ws: Workspace, tmp_path: 
     assert result.stdout.decode().count("\n") == 1  # the summary, on stdout
     exported = (tmp_path / "out" / ".teams" / TEAM / "events.jsonl").read_text().splitlines()
     assert [json.loads(line).get("n") for line in exported[-25_000:]] == list(range(25_000))
+
+
+@pytest.mark.timeout(240)
+def test_a_team_moves_into_postgresql_and_back_unchanged(
+        ws: Workspace, server: ScriptedServer, tmp_path: Path, workdir: Path,
+        pg_url: str) -> None:
+    worked_team(ws, server, workdir)
+    original = as_jq(ws.root, TEAM)
+    out, back = tmp_path / "out", tmp_path / "back"
+    ctl(ws, "export", TEAM, str(out))
+    pg_root = tmp_path / "pg"
+    pg_root.mkdir()
+    imported = json.loads(ctl(pg_root, "--store", pg_url, "import", str(out), "--json"))
+    assert imported[0]["to"] == pg_url and imported[0]["transcripts"] >= 1, imported
+    assert not (pg_root / ".teams").exists()  # everything went into the database
+    ctl(pg_root, "--store", pg_url, "export", TEAM, str(back))
+    assert as_jq(back, TEAM) == original
+    # and it is the same team there: the board goes on from its high-water mark
+    added = ctl(pg_root, "--store", pg_url, "task", "add", TEAM, "next")
+    assert added.startswith("created task #5"), added
+    # the conversation from before the compaction is found though its store changed
+    shown = ctl(pg_root, "--store", pg_url, "transcript", TEAM, "alice")
+    assert "LOOK-t1" in shown and "SUMMARY-t1" in shown, shown
+    refused = teamctl(pg_root, "--store", pg_url, "import", str(out))
+    assert refused.returncode == 2 and b"exists already" in refused.stderr, refused

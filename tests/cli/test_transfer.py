@@ -33,8 +33,8 @@ def as_jq(folder: Path, team: str) -> dict[str, Any]:
     for base in (folder / ".teams" / team, folder / ".tasks" / team):
         for path in sorted(p for p in base.rglob("*") if p.is_file()):
             rel = str(path.relative_to(folder))
-            if path.suffix == ".lock" or "/logs/" in f"/{rel}":
-                continue  # a live root's own: never exported
+            if path.suffix in (".lock", ".tmp") or "/logs/" in f"/{rel}":
+                continue  # a live root's own (a temp file: a write a kill cut short)
             text = path.read_text()
             if path.suffix == ".json":
                 out[rel] = json.loads(text)
@@ -45,6 +45,20 @@ def as_jq(folder: Path, team: str) -> dict[str, Any]:
             else:
                 out[rel] = text
     return out
+
+
+def assert_same(got: dict[str, Any], want: dict[str, Any]) -> None:
+    """Equal, or the files that differ named with both sides."""
+    differ = {rel: (got.get(rel), want.get(rel)) for rel in set(got) | set(want)
+              if got.get(rel) != want.get(rel)}
+    assert not differ, differ
+
+
+def answered(ws: Workspace, text: str) -> bool:
+    """alice's session has a reply after the message holding `text`."""
+    records = ws.store.read_session(TEAM, "alice")
+    asked = [i for i, r in enumerate(records) if text in json.dumps(r)]
+    return bool(asked) and any(r["type"] == "assistant" for r in records[asked[0] + 1:])
 
 
 def worked_team(ws: Workspace, server: ScriptedServer, workdir: Path) -> None:
@@ -60,15 +74,16 @@ def worked_team(ws: Workspace, server: ScriptedServer, workdir: Path) -> None:
     actions.spawn(ws, TEAM, "alice", "Wait for work from the lead.", cwd=str(workdir))
     with running_teamd(ws, server.url, compact_threshold=50000, backoff_initial=0.1):
         ctl(ws, "send", TEAM, "alice", "LOOK-t1")
-        wait_until(lambda: any(r.get("type") == "tool_result" or "HI" in json.dumps(r)
-                               for r in ws.store.read_session(TEAM, "alice")), T, "the bash run")
+        wait_until(lambda: any(r["type"] == "assistant" and "Done." in json.dumps(r)
+                               for r in ws.store.read_session(TEAM, "alice")), T,
+                   "the answer after the bash run")
         harness.wait_status(ws, "alice", "idle", T)
         ctl(ws, "send", TEAM, "alice", "BIG-t1")
-        wait_until(lambda: "Noted." in json.dumps(ws.store.read_session(TEAM, "alice")), T,
-                   "the big reply")
+        wait_until(lambda: answered(ws, "BIG-t1"), T, "the big reply")
         harness.wait_status(ws, "alice", "idle", T)
         ctl(ws, "send", TEAM, "alice", "AFTER-t1")  # its call compacts first
         wait_until(lambda: ws.store.list_transcripts(TEAM), T, "a compaction's transcript")
+        wait_until(lambda: answered(ws, "AFTER-t1"), T, "the answer after the compaction")
         harness.wait_status(ws, "alice", "idle", T)
     # and what a stopped team holds: a task board with an id handed out and never used,
     # a member not started (its inbox waiting), a pending request, an "always" rule,
@@ -104,17 +119,19 @@ def test_export_import_export_round_trips_every_file(
     done = json.loads(ctl(ws, "export", TEAM, str(first), "--json"))
     assert done["team"] == TEAM and done["to"] == str(first) and done["transcripts"] >= 1
     assert done["tasks"] == 3 and done["session_records"] > 0 and done["requests"] == 1
-    assert as_jq(first, TEAM) == original
+    assert_same(as_jq(first, TEAM), original)
 
     (tmp_path / "other").mkdir()
     imported = json.loads(ctl(tmp_path / "other", "import", str(first), "--json"))
     assert [d["team"] for d in imported] == [TEAM]
     ctl(tmp_path / "other", "export", TEAM, str(second))
-    assert as_jq(second, TEAM) == original
+    assert_same(as_jq(second, TEAM), original)
     # the imported team is the same team to every command: the ids go on from the mark
     other = Workspace.at(tmp_path / "other")
     assert ctl(other, "task", "add", TEAM, "next").strip().startswith("created task #5")
     assert ws.store.read_session(TEAM, "alice") == other.store.read_session(TEAM, "alice")
+    shown = ctl(other, "transcript", TEAM, "alice")  # the history before the compaction too
+    assert "LOOK-t1" in shown and "SUMMARY-t1" in shown, shown
     ctl(other, "export", TEAM, str(again))
     assert f"{TEAM}/5.json" in "\n".join(as_jq(again, TEAM))
 
@@ -191,7 +208,7 @@ def test_a_team_moves_into_postgresql_and_back_unchanged(
     assert imported[0]["to"] == pg_url and imported[0]["transcripts"] >= 1, imported
     assert not (pg_root / ".teams").exists()  # everything went into the database
     ctl(pg_root, "--store", pg_url, "export", TEAM, str(back))
-    assert as_jq(back, TEAM) == original
+    assert_same(as_jq(back, TEAM), original)
     # and it is the same team there: the board goes on from its high-water mark
     added = ctl(pg_root, "--store", pg_url, "task", "add", TEAM, "next")
     assert added.startswith("created task #5"), added

@@ -17,7 +17,7 @@ from teamd import actions
 from teamd.layout import Workspace
 from teamd.scripted import ScriptedServer
 from tests import harness
-from tests.harness import TEAM, running_teamd, tool_use, wait_until
+from tests.harness import TEAM, asked, running_teamd, tool_use, wait_until
 from tests.helpers_proc import ctl, snapshot, teamctl, teamctl_text
 
 T = 30.0
@@ -217,3 +217,22 @@ def test_a_team_moves_into_postgresql_and_back_unchanged(
     assert "LOOK-t1" in shown and "SUMMARY-t1" in shown, shown
     refused = teamctl(pg_root, "--store", pg_url, "import", str(out))
     assert refused.returncode == 2 and b"exists already" in refused.stderr, refused
+
+
+@pytest.mark.timeout(240)
+def test_an_imported_member_resumes_its_conversation_under_a_running_teamd(
+        ws: Workspace, server: ScriptedServer, tmp_path: Path, workdir: Path) -> None:
+    worked_team(ws, server, workdir)
+    ctl(ws, "export", TEAM, str(tmp_path / "out"))
+    target = Workspace.at(tmp_path / "target")
+    target.root.mkdir()
+    with running_teamd(target, server.url, backoff_initial=0.1):
+        since = len(server.requests)
+        ctl(target, "import", str(tmp_path / "out"))
+        ctl(target, "send", TEAM, "alice", "AGAIN-t1")
+        got = server.wait_for(asked("AGAIN-t1", "alice"), T, since=since)
+        # the conversation came along: the summary that replaced its start, then its end
+        sent = json.dumps(got["body"]["messages"])
+        assert "SUMMARY-t1" in sent and "AFTER-t1" in sent, sent
+        first = server.wait_for(lambda r: r["agent"] == "alice", T, since=since)
+        assert "SUMMARY-t1" in json.dumps(first["body"]["messages"])  # never a blank start

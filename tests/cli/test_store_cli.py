@@ -12,11 +12,13 @@ import sys
 import uuid
 from pathlib import Path
 
+import psutil
 import pytest
 
 from teamd import actions
 from teamd.layout import Workspace
-from tests.harness import TEAM
+from teamd.scripted import ScriptedServer
+from tests.harness import TEAM, asked, running_teamd
 from tests.helpers_proc import clean_env, ctl, snapshot, teamctl
 from tests.postgres import Cluster, database_name
 
@@ -202,3 +204,25 @@ def test_init_store_refuses_a_url_that_cannot_work(ws: Workspace, pg_cluster: Cl
     assert teamctl(ws.root, "init", "--store", wrong).returncode == 2
     assert not ws.settings_file.exists()
     assert pg_cluster.sql("SELECT to_regclass('teamd_schema') IS NULL", name) == [(True,)]
+
+
+@pytest.mark.timeout(180)
+def test_teamd_run_and_teamctl_on_the_store_their_store_option_names(
+        tmp_path: Path, server: ScriptedServer, pg_url: str) -> None:
+    root = tmp_path / "on-pg"
+    root.mkdir()
+    pg = Workspace.at(root, store=pg_url)
+    ctl(root, "--store", pg_url, "create", TEAM)
+    ctl(root, "--store", pg_url, "spawn", TEAM, "alice", "--prompt", "Wait for work.",
+        "--cwd", str(tmp_path))
+    with running_teamd(pg, server.url, backoff_initial=0.1) as daemon:
+        assert f"--store {pg_url}" in " ".join(psutil.Process(daemon.pid).cmdline())
+        since = len(server.requests)
+        ctl(root, "--store", pg_url, "send", TEAM, "alice", "PING-s1")
+        server.wait_for(asked("PING-s1", "alice"), 30, since=since)
+        doc = json.loads(ctl(root, "--store", pg_url, "status", TEAM, "--json"))
+        assert doc["store"] == pg_url and doc["supervisor"] is not None
+    # the records are the database's: the root holds only what a host keeps for itself
+    assert not (root / ".teams" / TEAM / "config.json").exists()
+    assert not (root / ".tasks").exists()
+    assert json.loads(ctl(root, "status", "--json"))["teams"] == []  # the files: no team

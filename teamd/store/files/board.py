@@ -16,7 +16,7 @@ from contextlib import contextmanager
 
 from teamd import files
 from teamd.files import Json
-from teamd.store.errors import BadRecord
+from teamd.store.errors import check_task
 from teamd.store.files.base import Base
 from teamd.store.files.records import read_record
 from teamd.store.files.units import unit
@@ -46,15 +46,7 @@ class Board(Base):
     def read_task(self, team: str, task_id: int) -> Json | None:
         path = self.paths.task(team, task_id)
         task = read_record(path)
-        if task is None:
-            return None
-        try:
-            if int(task["id"]) != task_id:
-                raise ValueError(f"its id is {task['id']!r}")
-            str(task["status"])
-        except (KeyError, TypeError, ValueError) as exc:
-            raise BadRecord(str(path), str(exc)) from None
-        return task
+        return None if task is None else check_task(task, task_id, str(path))
 
     def write_task(self, team: str, task: Json) -> None:
         files.write_json(self.paths.task(team, int(task["id"])), task)

@@ -17,8 +17,8 @@ from contextlib import contextmanager
 from teamd.errors import BadInput, TeamdError
 from teamd.files import Json
 from teamd.store.changes import Kind
-from teamd.store.errors import BadRecord
-from teamd.store.postgres.base import Base, jsonb
+from teamd.store.errors import BadRecord, check_task
+from teamd.store.postgres.base import Base, jsonb, lock
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +43,7 @@ class Board(Base):
 
     @contextmanager
     def board_unit(self, team: str) -> Iterator[None]:
-        with self.db.unit(self.board_lock(team)):
+        with self.db.unit(lock("board", team)):
             if not self.board_exists(team):
                 raise TeamdError(f"team {team!r} has no board in {self.description}")
             yield
@@ -55,15 +55,7 @@ class Board(Base):
     def read_task(self, team: str, task_id: int) -> Json | None:
         doc = self.db.one("SELECT doc FROM tasks WHERE team = %s AND id = %s",
                           (team, int(task_id)))
-        if doc is None:
-            return None
-        try:
-            if int(doc["id"]) != task_id:
-                raise ValueError(f"its id is {doc['id']!r}")
-            str(doc["status"])
-        except (KeyError, TypeError, ValueError) as exc:
-            raise BadRecord(self.where("tasks", team, task_id), str(exc)) from None
-        return dict(doc)
+        return None if doc is None else check_task(doc, task_id, self.where("tasks", team, task_id))
 
     def write_task(self, team: str, task: Json) -> None:
         task_id = int(task["id"])
@@ -89,13 +81,13 @@ class Board(Base):
     # -- requests (CONTRACT §6) -----------------------------------------------------------
     @contextmanager
     def request_unit(self, team: str, request_id: str) -> Iterator[bool]:
-        with self.db.unit(self.request_lock(team, _request_id(request_id))):
+        with self.db.unit(lock("request", team, _request_id(request_id))):
             yield self.db.one("SELECT 1 FROM requests WHERE team = %s AND id = %s",
                               (team, request_id)) is not None
 
     def create_request(self, team: str, doc: Json) -> bool:
         request_id = _request_id(str(doc["request_id"]))
-        with self.db.unit(self.request_lock(team, request_id)):
+        with self.db.unit(lock("request", team, request_id)):
             made = self.db.execute("INSERT INTO requests (team, id, doc) VALUES (%s, %s, %s) "
                                    "ON CONFLICT DO NOTHING",
                                    (team, request_id, jsonb(doc))).rowcount
@@ -136,7 +128,7 @@ class Board(Base):
         return list((doc or {}).get("allow", []))
 
     def add_always(self, team: str, rule: str) -> bool:
-        with self.db.unit(self.doc_lock(team, PERMISSIONS)):
+        with self.db.unit(lock("doc", team, PERMISSIONS)):
             doc = self.db.one("SELECT doc FROM team_docs WHERE team = %s AND what = %s",
                               (team, PERMISSIONS)) or {"schema": SCHEMA, "allow": []}
             if rule in doc.setdefault("allow", []):

@@ -19,7 +19,7 @@ from typing import Any
 
 from teamd.files import Json
 from teamd.store.changes import Kind
-from teamd.store.postgres.base import text
+from teamd.store.postgres.base import lock, text
 from teamd.store.postgres.feed import Feeds
 
 #: rows read at once by a stream (its memory stays flat)
@@ -29,12 +29,9 @@ PAGE = 500
 class Journal(Feeds):
     """emit, read_journal, describe_journal, stream_journal."""
 
-    @staticmethod
-    def journal_lock(team: str) -> str:
-        return f"journal:{team}"
 
     def emit(self, team: str, records: Sequence[Json], *, max_bytes: int, keep: int) -> None:
-        with self.db.unit(self.journal_lock(team)):
+        with self.db.unit(lock("journal", team)):
             found = self.db.execute("SELECT part, size FROM journal_parts WHERE team = %s",
                                     (team,)).fetchone()
             if found is None:

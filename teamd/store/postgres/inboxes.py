@@ -36,11 +36,15 @@ class Inboxes(Base):
     """deliver, has_mail, inbox_mark, peek, take, wait_unlocked_inbox, describe_inbox."""
 
     def deliver(self, team: str, name: str, messages: Sequence[Json]) -> None:
-        with self.db.unit(lock("inbox", team, name)):
+        lines = [(team, name, text(m)) for m in messages]
+
+        def write() -> None:
             with self.db.conn().cursor() as cur:
                 cur.executemany("INSERT INTO inbox (team, name, doc) VALUES (%s, %s, %s)",
-                                [(team, name, text(m)) for m in messages])
+                                lines)
             self._moved(team, name)
+        with self.db.unit():
+            self.db.append_at_commit(lock("inbox", team, name), write)
 
     def _moved(self, team: str, name: str) -> None:
         self.db.execute("INSERT INTO inbox_marks (team, name, mark) VALUES (%s, %s, 1) "

@@ -41,11 +41,15 @@ class Sessions(Teams, Inboxes, Feeds):
         return [doc for _, doc, _ in rows if isinstance(doc, dict)]
 
     def append_session(self, team: str, name: str, records: Sequence[Json]) -> None:
-        with self.db.unit(lock("session", team, name)):
+        lines = [(team, name, text(r)) for r in records]
+
+        def write() -> None:
             with self.db.conn().cursor() as cur:
                 cur.executemany("INSERT INTO sessions (team, name, doc) VALUES (%s, %s, %s)",
-                                [(team, name, text(r)) for r in records])
+                                lines)
             self.db.changed(Kind.SESSION, team, name)
+        with self.db.unit():
+            self.db.append_at_commit(lock("session", team, name), write)
 
     def describe_session(self, team: str, name: str) -> str:
         return self.where("sessions", team, name)

@@ -26,7 +26,8 @@ _TASK_NAME = re.compile(r"([1-9][0-9]*)\.json")
 
 
 class Board(Base):
-    """board_exists, board_unit, task_ids, read_task, write_task, next_task_id, top_task_id."""
+    """board_exists, board_unit, claim_unit, task_ids, read_task, write_task, next_task_id,
+    top_task_id."""
 
     def board_exists(self, team: str) -> bool:
         return self.paths.tasks_dir(team).is_dir()
@@ -35,6 +36,12 @@ class Board(Base):
     def board_unit(self, team: str) -> Iterator[None]:
         with unit(self.paths.board_lock(team)):
             yield
+
+    @contextmanager
+    def claim_unit(self, team: str, task_id: int) -> Iterator[bool]:
+        """The board's own unit: claims of different tasks take turns too."""
+        with self.board_unit(team):
+            yield True
 
     def task_ids(self, team: str) -> list[int]:
         try:

@@ -2,7 +2,10 @@
 
 A board is its row in `boards`, whose `top_id` is the team's id high-water mark: advanced
 in the board's unit, in the same transaction as the task of the new id, never lowered, so
-an id is never handed out twice nor reused. Tasks are rows of `tasks`, requests of
+an id is never handed out twice nor reused. A claim (`claim_unit`) shares the board's lock
+with other claims and takes its task's own without waiting — a claim that finds it taken
+has lost, as with `SKIP LOCKED` — so racers for different tasks do not queue behind one
+another; a `board_unit` holds the board's lock alone. Tasks are rows of `tasks`, requests of
 `requests`; the team's "always" answers are `permissions.json`'s document in `team_docs`.
 Each unit is the transaction holding the advisory lock of what it guards.
 """
@@ -35,7 +38,7 @@ def _request_id(request_id: str) -> str:
 
 
 class Board(Base):
-    """board_exists, board_unit, task_ids, read_task, write_task, next_task_id,
+    """board_exists, board_unit, claim_unit, task_ids, read_task, write_task, next_task_id,
     top_task_id; request_unit, create/read/write/list requests; always_rules, add_always."""
 
     def board_exists(self, team: str) -> bool:
@@ -47,6 +50,16 @@ class Board(Base):
             if not self.board_exists(team):
                 raise TeamdError(f"team {team!r} has no board in {self.description}")
             yield
+
+    @contextmanager
+    def claim_unit(self, team: str, task_id: int) -> Iterator[bool]:
+        """The board's lock shared (claims of other tasks go on beside this one; a
+        `board_unit` waits for them all), the task's own tried: taken, or skipped."""
+        with self.db.unit(lock("board", team), shared=True):
+            if not self.board_exists(team):
+                raise TeamdError(f"team {team!r} has no board in {self.description}")
+            yield bool(self.db.one("SELECT pg_try_advisory_xact_lock(hashtextextended(%s, 0))",
+                                   (lock("task", team, str(int(task_id))),)))
 
     def task_ids(self, team: str) -> list[int]:
         return [int(r[0]) for r in self.db.rows(

@@ -83,9 +83,10 @@ class Db:
 
     # -- units -----------------------------------------------------------------------
     @contextmanager
-    def unit(self, *locks: str) -> Iterator[Any]:
-        """A unit of work holding the advisory locks named by `locks` (in the order given):
-        this thread's transaction, begun here unless one is open. Yields the connection."""
+    def unit(self, *locks: str, shared: bool = False) -> Iterator[Any]:
+        """A unit of work holding the advisory locks named by `locks` (in the order given;
+        `shared`: with other shared holders): this thread's transaction, begun here unless
+        one is open. Yields the connection."""
         local = self._local
         conn = self.conn()
         outer = local.depth == 0
@@ -93,8 +94,9 @@ class Db:
             local.changes, local.appends, local.wrote = {}, {}, False
         # BEGIN and the locks in one round trip (the simple protocol takes several statements)
         statements = ["BEGIN"] if outer else []
-        statements += [sql.SQL("SELECT pg_advisory_xact_lock(hashtextextended({}, 0))").format(
-            sql.Literal(name)).as_string(conn) for name in locks]
+        take = "pg_advisory_xact_lock_shared" if shared else "pg_advisory_xact_lock"
+        statements += [sql.SQL("SELECT {}(hashtextextended({}, 0))").format(
+            sql.Identifier(take), sql.Literal(name)).as_string(conn) for name in locks]
         local.depth += 1
         try:
             if statements:

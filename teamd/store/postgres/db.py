@@ -32,7 +32,7 @@ from psycopg import sql
 from teamd import crashpoints
 from teamd.store.changes import Kind
 from teamd.store.postgres import schema
-from teamd.store.postgres.connect import connect, explain
+from teamd.store.postgres.connect import StoreUnreachable, connect, explain
 
 #: the channel every change is notified on
 CHANNEL = "teamd"
@@ -100,7 +100,11 @@ class Db:
         local.depth += 1
         try:
             if statements:
-                self._run(conn, "; ".join(statements).encode(), prepare=False)
+                query = "; ".join(statements).encode()
+                if outer:
+                    conn = self._again(conn, query)
+                else:
+                    self._run(conn, query, prepare=False)
             yield conn
         except BaseException:
             local.depth -= 1
@@ -123,6 +127,20 @@ class Db:
             if conn.broken or conn.closed:  # the server went away: one line, exit 1
                 raise explain(exc, self.url) from None
             raise
+
+    def _again(self, conn: Any, query: Any, args: Sequence[Any] | None = None) -> Any:
+        """Run the first statement of a step on `conn`; on a connection lost since its last
+        use (a server restarted, a link cut), once more on a new one: nothing of the step
+        was done yet. The connection it ran on."""
+        try:
+            self._run(conn, query, args, prepare=False)
+            return conn
+        except StoreUnreachable:
+            if not conn.closed:
+                raise
+        conn = self.conn()  # a new one: the old is closed
+        self._run(conn, query, args, prepare=False)
+        return conn
 
     def _rollback(self, conn: Any) -> None:
         try:
@@ -167,7 +185,16 @@ class Db:
         self._local.wrote = True
 
     def execute(self, sql: str, args: Sequence[Any] | None = None) -> Any:
-        """One statement in this thread's transaction, or on its own when none is open."""
+        """One statement in this thread's transaction, or on its own when none is open
+        (then, on a connection lost since its last use, once more on a new one)."""
+        if self.in_unit:
+            return self._run(self.conn(), sql, args)
+        conn = self.conn()
+        try:
+            return self._run(conn, sql, args)
+        except StoreUnreachable:
+            if not conn.closed:
+                raise
         return self._run(self.conn(), sql, args)
 
     def rows(self, sql: str, args: Sequence[Any] | None = None) -> list[Any]:

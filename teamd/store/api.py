@@ -157,6 +157,13 @@ class Store(Protocol):
         """The board's unit of work: task writes and new ids inside it are one step, and
         no other unit of the board runs meanwhile. TeamdError when there is no board."""
 
+    def claim_unit(self, team: str, task_id: int) -> AbstractContextManager[bool]:
+        """A claim's unit of work on task `task_id` (CONTRACT §5, §15: one transaction,
+        `SKIP LOCKED`): no `board_unit` runs meanwhile, nor another claim of that task,
+        while claims of other tasks may. Yields False, holding nothing, when another claim
+        of that task holds it at that moment (this one lost). TeamdError when there is no
+        board."""
+
     def task_ids(self, team: str) -> list[int]:
         """The ids of the board's tasks, ascending, found without reading them ([] when
         there is no board)."""

@@ -11,7 +11,7 @@ if TYPE_CHECKING:
     from teamd.store.api import Feed
 
 
-def wait_for(store: Any, teams: Sequence[str], check: Callable[[], Any], timeout: float,
+def wait_on_feed(store: Any, teams: Sequence[str], check: Callable[[], Any], timeout: float,
              tick: float = 0.5) -> Any:
     """check()'s first truthy value, re-checked on every change of `teams` and at least
     every `tick` seconds; falsy at the deadline."""

@@ -23,6 +23,12 @@ def jsonb(record: Json) -> Jsonb:
     return Jsonb(record)
 
 
+def lock(*what: str) -> str:
+    """The name of the advisory lock a unit takes on what it guards (`"board", team`;
+    `"inbox", team, name`; …): one name per thing, as the files store has one lock file."""
+    return ":".join(what)
+
+
 class Base:
     """The state the PostgreSQL store's parts (mixins of `PostgresStore`) have in common."""
 
@@ -45,28 +51,3 @@ class Base:
         """A record's place, for a message to a person (the URL masked)."""
         named = "/".join(str(k) for k in key)
         return f"{self.description} {table} {team}" + (f"/{named}" if named else "")
-
-    # -- the units' locks: one name per thing a unit guards -----------------------------
-    @staticmethod
-    def roster_lock(team: str) -> str:
-        return f"roster:{team}"
-
-    @staticmethod
-    def member_lock(team: str, name: str) -> str:
-        return f"member:{team}:{name}"
-
-    @staticmethod
-    def board_lock(team: str) -> str:
-        return f"board:{team}"
-
-    @staticmethod
-    def request_lock(team: str, request_id: str) -> str:
-        return f"request:{team}:{request_id}"
-
-    @staticmethod
-    def inbox_lock(team: str, name: str) -> str:
-        return f"inbox:{team}:{name}"
-
-    @staticmethod
-    def doc_lock(team: str, what: str) -> str:
-        return f"doc:{team}:{what}"

@@ -2,7 +2,10 @@
 
 A board is its row in `boards`, whose `top_id` is the team's id high-water mark: advanced
 in the board's unit, in the same transaction as the task of the new id, never lowered, so
-an id is never handed out twice nor reused. Tasks are rows of `tasks`, requests of
+an id is never handed out twice nor reused. A claim (`claim_unit`) shares the board's lock
+with other claims and takes its task's own without waiting — a claim that finds it taken
+has lost, as with `SKIP LOCKED` — so racers for different tasks do not queue behind one
+another; a `board_unit` holds the board's lock alone. Tasks are rows of `tasks`, requests of
 `requests`; the team's "always" answers are `permissions.json`'s document in `team_docs`.
 Each unit is the transaction holding the advisory lock of what it guards.
 """
@@ -17,8 +20,8 @@ from contextlib import contextmanager
 from teamd.errors import BadInput, TeamdError
 from teamd.files import Json
 from teamd.store.changes import Kind
-from teamd.store.errors import BadRecord
-from teamd.store.postgres.base import Base, jsonb
+from teamd.store.errors import BadRecord, check_task
+from teamd.store.postgres.base import Base, jsonb, lock
 
 log = logging.getLogger(__name__)
 
@@ -35,7 +38,7 @@ def _request_id(request_id: str) -> str:
 
 
 class Board(Base):
-    """board_exists, board_unit, task_ids, read_task, write_task, next_task_id,
+    """board_exists, board_unit, claim_unit, task_ids, read_task, write_task, next_task_id,
     top_task_id; request_unit, create/read/write/list requests; always_rules, add_always."""
 
     def board_exists(self, team: str) -> bool:
@@ -43,10 +46,20 @@ class Board(Base):
 
     @contextmanager
     def board_unit(self, team: str) -> Iterator[None]:
-        with self.db.unit(self.board_lock(team)):
+        with self.db.unit(lock("board", team)):
             if not self.board_exists(team):
                 raise TeamdError(f"team {team!r} has no board in {self.description}")
             yield
+
+    @contextmanager
+    def claim_unit(self, team: str, task_id: int) -> Iterator[bool]:
+        """The board's lock shared (claims of other tasks go on beside this one; a
+        `board_unit` waits for them all), the task's own tried: taken, or skipped."""
+        with self.db.unit(lock("board", team), shared=True):
+            if not self.board_exists(team):
+                raise TeamdError(f"team {team!r} has no board in {self.description}")
+            yield bool(self.db.one("SELECT pg_try_advisory_xact_lock(hashtextextended(%s, 0))",
+                                   (lock("task", team, str(int(task_id))),)))
 
     def task_ids(self, team: str) -> list[int]:
         return [int(r[0]) for r in self.db.rows(
@@ -55,15 +68,7 @@ class Board(Base):
     def read_task(self, team: str, task_id: int) -> Json | None:
         doc = self.db.one("SELECT doc FROM tasks WHERE team = %s AND id = %s",
                           (team, int(task_id)))
-        if doc is None:
-            return None
-        try:
-            if int(doc["id"]) != task_id:
-                raise ValueError(f"its id is {doc['id']!r}")
-            str(doc["status"])
-        except (KeyError, TypeError, ValueError) as exc:
-            raise BadRecord(self.where("tasks", team, task_id), str(exc)) from None
-        return dict(doc)
+        return None if doc is None else check_task(doc, task_id, self.where("tasks", team, task_id))
 
     def write_task(self, team: str, task: Json) -> None:
         task_id = int(task["id"])
@@ -89,13 +94,13 @@ class Board(Base):
     # -- requests (CONTRACT §6) -----------------------------------------------------------
     @contextmanager
     def request_unit(self, team: str, request_id: str) -> Iterator[bool]:
-        with self.db.unit(self.request_lock(team, _request_id(request_id))):
+        with self.db.unit(lock("request", team, _request_id(request_id))):
             yield self.db.one("SELECT 1 FROM requests WHERE team = %s AND id = %s",
                               (team, request_id)) is not None
 
     def create_request(self, team: str, doc: Json) -> bool:
         request_id = _request_id(str(doc["request_id"]))
-        with self.db.unit(self.request_lock(team, request_id)):
+        with self.db.unit(lock("request", team, request_id)):
             made = self.db.execute("INSERT INTO requests (team, id, doc) VALUES (%s, %s, %s) "
                                    "ON CONFLICT DO NOTHING",
                                    (team, request_id, jsonb(doc))).rowcount
@@ -136,7 +141,7 @@ class Board(Base):
         return list((doc or {}).get("allow", []))
 
     def add_always(self, team: str, rule: str) -> bool:
-        with self.db.unit(self.doc_lock(team, PERMISSIONS)):
+        with self.db.unit(lock("doc", team, PERMISSIONS)):
             doc = self.db.one("SELECT doc FROM team_docs WHERE team = %s AND what = %s",
                               (team, PERMISSIONS)) or {"schema": SCHEMA, "allow": []}
             if rule in doc.setdefault("allow", []):

@@ -8,7 +8,10 @@ is one transaction: the first unit a thread enters begins it, units entered insi
 the commit is the durable write a crash point counts (`teamd.crashpoints`: just before and
 just after `COMMIT`). What makes a unit exclusive is a transaction-scoped advisory lock on
 what it guards (a roster, a member, a board, a request, an inbox…), freed by the server at
-commit, at rollback, or when the holder dies. Every write notes a change (kind, team,
+commit, at rollback, or when the holder dies. An append (a message delivered, a session
+record, a journal line) is made at the commit, under its lock taken then
+(`append_at_commit`): held to the commit, a lock taken mid-unit would be held while the
+unit takes others, out of the contract's order. Every write notes a change (kind, team,
 name); they are sent with `pg_notify` just before the commit, so a feed hears of a change
 only once it is readable.
 """
@@ -18,7 +21,7 @@ from __future__ import annotations
 import json
 import os
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -29,10 +32,14 @@ from psycopg import sql
 from teamd import crashpoints
 from teamd.store.changes import Kind
 from teamd.store.postgres import schema
-from teamd.store.postgres.connect import connect, explain
+from teamd.store.postgres.connect import StoreUnreachable, connect, explain
 
 #: the channel every change is notified on
 CHANNEL = "teamd"
+
+
+#: the locks of appends, in the contract's order (CONTRACT §2: … inbox → session → events)
+APPEND_ORDER = ("inbox", "session", "journal")
 
 
 class _Thread(threading.local):
@@ -40,6 +47,7 @@ class _Thread(threading.local):
     conn: Any = None
     depth = 0
     changes: dict[tuple[str, str, str | None], None]
+    appends: dict[str, list[Callable[[], None]]]
     wrote = False
 
 
@@ -59,7 +67,7 @@ class Db:
         """This thread's connection (a new one after a fork, or after one was lost)."""
         local = self._local
         if local.pid != os.getpid():  # forked: the parent's connection is left alone
-            local.conn, local.depth, local.changes, local.wrote = None, 0, {}, False
+            local.conn, local.depth = None, 0
         if local.conn is None or local.conn.closed:
             conn = connect(self.url)
             if not self._checked:
@@ -75,22 +83,28 @@ class Db:
 
     # -- units -----------------------------------------------------------------------
     @contextmanager
-    def unit(self, *locks: str) -> Iterator[Any]:
-        """A unit of work holding the advisory locks named by `locks` (in the order given):
-        this thread's transaction, begun here unless one is open. Yields the connection."""
+    def unit(self, *locks: str, shared: bool = False) -> Iterator[Any]:
+        """A unit of work holding the advisory locks named by `locks` (in the order given;
+        `shared`: with other shared holders): this thread's transaction, begun here unless
+        one is open. Yields the connection."""
         local = self._local
         conn = self.conn()
         outer = local.depth == 0
         if outer:
-            local.changes, local.wrote = {}, False
+            local.changes, local.appends, local.wrote = {}, {}, False
         # BEGIN and the locks in one round trip (the simple protocol takes several statements)
         statements = ["BEGIN"] if outer else []
-        statements += [sql.SQL("SELECT pg_advisory_xact_lock(hashtextextended({}, 0))").format(
-            sql.Literal(name)).as_string(conn) for name in locks]
+        take = "pg_advisory_xact_lock_shared" if shared else "pg_advisory_xact_lock"
+        statements += [sql.SQL("SELECT {}(hashtextextended({}, 0))").format(
+            sql.Identifier(take), sql.Literal(name)).as_string(conn) for name in locks]
         local.depth += 1
         try:
             if statements:
-                self._run(conn, "; ".join(statements).encode(), prepare=False)
+                query = "; ".join(statements).encode()
+                if outer:
+                    conn = self._again(conn, query)
+                else:
+                    self._run(conn, query, prepare=False)
             yield conn
         except BaseException:
             local.depth -= 1
@@ -99,7 +113,11 @@ class Db:
             raise
         local.depth -= 1
         if outer:
-            self._commit(conn)
+            try:
+                self._commit(conn)
+            except BaseException:
+                self._rollback(conn)
+                raise
 
     def _run(self, conn: Any, query: Any, args: Sequence[Any] | None = None,
              prepare: bool | None = None) -> Any:
@@ -110,14 +128,41 @@ class Db:
                 raise explain(exc, self.url) from None
             raise
 
+    def _again(self, conn: Any, query: Any, args: Sequence[Any] | None = None) -> Any:
+        """Run the first statement of a step on `conn`; on a connection lost since its last
+        use (a server restarted, a link cut), once more on a new one: nothing of the step
+        was done yet. The connection it ran on."""
+        try:
+            self._run(conn, query, args, prepare=False)
+            return conn
+        except StoreUnreachable:
+            if not conn.closed:
+                raise
+        conn = self.conn()  # a new one: the old is closed
+        self._run(conn, query, args, prepare=False)
+        return conn
+
     def _rollback(self, conn: Any) -> None:
         try:
             conn.execute("ROLLBACK")
         except psycopg.Error:
             pass  # a lost connection rolled back by itself
 
+    def append_at_commit(self, lock: str, write: Callable[[], None]) -> None:
+        """Inside a unit: run `write` (an append to an inbox, a session or a journal) at the
+        commit, under `lock`. An append's lock only orders the rows it adds; taken at the
+        commit, after every unit's own lock and in the contract's order, it is held for
+        the commit alone and never taken out of order by units that nest differently."""
+        self._local.appends.setdefault(lock, []).append(write)
+
     def _commit(self, conn: Any) -> None:
         local = self._local
+        for lock in sorted(local.appends, key=lambda name: (
+                APPEND_ORDER.index(name.split(":", 1)[0]), name)):
+            self._run(conn, "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (lock,))
+            for write in local.appends[lock]:
+                write()
+        local.appends = {}
         if not local.wrote:
             self._run(conn, "COMMIT")
             return
@@ -140,7 +185,16 @@ class Db:
         self._local.wrote = True
 
     def execute(self, sql: str, args: Sequence[Any] | None = None) -> Any:
-        """One statement in this thread's transaction, or on its own when none is open."""
+        """One statement in this thread's transaction, or on its own when none is open
+        (then, on a connection lost since its last use, once more on a new one)."""
+        if self.in_unit:
+            return self._run(self.conn(), sql, args)
+        conn = self.conn()
+        try:
+            return self._run(conn, sql, args)
+        except StoreUnreachable:
+            if not conn.closed:
+                raise
         return self._run(self.conn(), sql, args)
 
     def rows(self, sql: str, args: Sequence[Any] | None = None) -> list[Any]:

@@ -169,4 +169,4 @@ class Feeds(Base):
 
     def wait_for(self, teams: Sequence[str], check: Callable[[], Any], timeout: float,
                  tick: float = 0.5) -> Any:
-        return feeds.wait_for(self, teams, check, timeout, tick)
+        return feeds.wait_on_feed(self, teams, check, timeout, tick)

@@ -19,7 +19,7 @@ from typing import Any
 from teamd import linescan
 from teamd.files import Json
 from teamd.store.changes import Kind
-from teamd.store.postgres.base import Base, text
+from teamd.store.postgres.base import Base, lock, text
 
 log = logging.getLogger(__name__)
 
@@ -36,11 +36,15 @@ class Inboxes(Base):
     """deliver, has_mail, inbox_mark, peek, take, wait_unlocked_inbox, describe_inbox."""
 
     def deliver(self, team: str, name: str, messages: Sequence[Json]) -> None:
-        with self.db.unit(self.inbox_lock(team, name)):
+        lines = [(team, name, text(m)) for m in messages]
+
+        def write() -> None:
             with self.db.conn().cursor() as cur:
                 cur.executemany("INSERT INTO inbox (team, name, doc) VALUES (%s, %s, %s)",
-                                [(team, name, text(m)) for m in messages])
+                                lines)
             self._moved(team, name)
+        with self.db.unit():
+            self.db.append_at_commit(lock("inbox", team, name), write)
 
     def _moved(self, team: str, name: str) -> None:
         self.db.execute("INSERT INTO inbox_marks (team, name, mark) VALUES (%s, %s, 1) "
@@ -94,7 +98,7 @@ class Inboxes(Base):
     def take(self, team: str, name: str, consume: Callable[[list[Json]], None],
              judge: linescan.Judge, *, keep: Callable[[Json], bool] | None = None
              ) -> linescan.Sorted:
-        with self.db.unit(self.inbox_lock(team, name)):
+        with self.db.unit(lock("inbox", team, name)):
             found, gone = self._sort(self._lines(team, name), judge, keep)
             if found.taken:
                 consume(found.taken)
@@ -119,5 +123,5 @@ class Inboxes(Base):
                     len(lines), ", ".join(sorted({reason for reason, _ in lines})))
 
     def wait_unlocked_inbox(self, team: str, name: str) -> None:
-        with self.db.unit(self.inbox_lock(team, name)):
+        with self.db.unit(lock("inbox", team, name)):
             pass

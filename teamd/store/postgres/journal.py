@@ -19,7 +19,7 @@ from typing import Any
 
 from teamd.files import Json
 from teamd.store.changes import Kind
-from teamd.store.postgres.base import text
+from teamd.store.postgres.base import lock, text
 from teamd.store.postgres.feed import Feeds
 
 #: rows read at once by a stream (its memory stays flat)
@@ -29,27 +29,22 @@ PAGE = 500
 class Journal(Feeds):
     """emit, read_journal, describe_journal, stream_journal."""
 
-    @staticmethod
-    def journal_lock(team: str) -> str:
-        return f"journal:{team}"
 
     def emit(self, team: str, records: Sequence[Json], *, max_bytes: int, keep: int) -> None:
-        with self.db.unit(self.journal_lock(team)):
+        def write() -> None:
             found = self.db.execute("SELECT part, size FROM journal_parts WHERE team = %s",
                                     (team,)).fetchone()
-            if found is None:
-                return  # the team is gone
-            self.append_lines(team, records, found, max_bytes, keep)
+            if found is not None:  # else the team is gone
+                self._append(team, records, found, max_bytes, keep)
+        with self.db.unit():
+            self.db.append_at_commit(lock("journal", team), write)
 
-    def append_lines(self, team: str, records: Sequence[Json], found: Any = None,
-                     max_bytes: int = 0, keep: int = 0) -> None:
-        """Append inside a unit holding the journal lock (`found`: the current part and
-        its size; rotated first when full and `max_bytes` is given)."""
-        if found is None:
-            found = self.db.execute("SELECT part, size FROM journal_parts WHERE team = %s",
-                                    (team,)).fetchone()
+    def _append(self, team: str, records: Sequence[Json], found: tuple[int, int],
+                max_bytes: int, keep: int) -> None:
+        """Append under the journal lock (`found`: the current part and its size; rotated
+        first when it is full)."""
         part, size = found
-        if max_bytes and size >= max_bytes:
+        if size >= max_bytes:
             if keep <= 0:
                 self.db.execute("DELETE FROM journal WHERE team = %s AND part = %s",
                                 (team, part))

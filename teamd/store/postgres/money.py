@@ -20,16 +20,15 @@ from typing import Any
 import psycopg
 
 from teamd.files import Json
+from teamd.store import slots
 from teamd.store.changes import Kind
 from teamd.store.errors import BadRecord
-from teamd.store.postgres.base import Base, jsonb
+from teamd.store.postgres.base import Base, jsonb, lock
 
 log = logging.getLogger(__name__)
 
 #: the first key of the session advisory locks: call slots, the supervisor's claim
 SLOTS, SUPERVISOR = 0x7464736C, 0x74647376
-#: how long a caller that found every slot taken waits on one before trying all again
-SWEEP_MS = 100
 BACKOFF, TEAMD, SPEND, PAGED = "ratelimit", "teamd", "spend", "paged"
 
 
@@ -53,7 +52,7 @@ class Money(Base):
         return self._team_doc(team, SPEND)
 
     def add_spend(self, team: str, change: Callable[[Json | None], Json]) -> Json:
-        with self.db.unit(self.doc_lock(team, SPEND)):
+        with self.db.unit(lock("doc", team, SPEND)):
             try:
                 found = self._team_doc(team, SPEND)
             except BadRecord as exc:
@@ -117,25 +116,19 @@ class Money(Base):
 
     def _take_slot(self, conn: Any, order: list[int],
                    between: Callable[[], None] | None) -> int:
-        waited = False
-        while True:
-            for index in order:
-                if self.db.one("SELECT pg_try_advisory_lock(%s, %s)", (SLOTS, index)):
-                    return index
-            if not waited:
-                log.info("all %d call slots are taken (max_concurrent_calls): waiting",
-                         len(order))
-                waited = True
-            if between is not None:
-                between()
-            try:  # wait on one for a while, then try them all again, starting elsewhere
-                self.db.execute(f"SET lock_timeout = {SWEEP_MS}")
-                self.db.execute("SELECT pg_advisory_lock(%s, %s)", (SLOTS, order[0]))
-                return order[0]
+        def take(index: int, wait: float) -> int | None:
+            if not wait:
+                return index if self.db.one("SELECT pg_try_advisory_lock(%s, %s)",
+                                            (SLOTS, index)) else None
+            try:
+                self.db.execute(f"SET lock_timeout = {int(wait * 1000)}")
+                self.db.execute("SELECT pg_advisory_lock(%s, %s)", (SLOTS, index))
+                return index
             except psycopg.errors.LockNotAvailable:
-                order = order[1:] + order[:1]
+                return None
             finally:
                 self.db.execute("RESET lock_timeout")
+        return slots.sweep(order, take, between)[1]
 
     # -- the supervisor ---------------------------------------------------------------------
     def claim_supervisor(self, info: Json) -> Any:

@@ -23,7 +23,7 @@ def jsonb(record: Json) -> Jsonb:
     return Jsonb(record)
 
 
-def lock(*what: str) -> str:
+def lock_name(*what: str) -> str:
     """The name of the advisory lock a unit takes on what it guards (`"board", team`;
     `"inbox", team, name`; …): one name per thing, as the files store has one lock file."""
     return ":".join(what)

@@ -36,15 +36,7 @@ class Inboxes(Base):
     """deliver, has_mail, inbox_mark, peek, take, wait_unlocked_inbox, describe_inbox."""
 
     def deliver(self, team: str, name: str, messages: Sequence[Json]) -> None:
-        lines = [(team, name, text(m)) for m in messages]
-
-        def write() -> None:
-            with self.db.conn().cursor() as cur:
-                cur.executemany("INSERT INTO inbox (team, name, doc) VALUES (%s, %s, %s)",
-                                lines)
-            self._moved(team, name)
-        with self.db.unit():
-            self.db.append_at_commit(lock_name("inbox", team, name), write)
+        self.append_rows("inbox", team, name, messages, lambda: self._moved(team, name))
 
     def _moved(self, team: str, name: str) -> None:
         self.db.execute("INSERT INTO inbox_marks (team, name, mark) VALUES (%s, %s, 1) "

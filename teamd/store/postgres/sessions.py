@@ -41,15 +41,8 @@ class Sessions(Teams, Inboxes, Feeds):
         return [doc for _, doc, _ in rows if isinstance(doc, dict)]
 
     def append_session(self, team: str, name: str, records: Sequence[Json]) -> None:
-        lines = [(team, name, text(r)) for r in records]
-
-        def write() -> None:
-            with self.db.conn().cursor() as cur:
-                cur.executemany("INSERT INTO sessions (team, name, doc) VALUES (%s, %s, %s)",
-                                lines)
-            self.db.changed(Kind.SESSION, team, name)
-        with self.db.unit():
-            self.db.append_at_commit(lock_name("session", team, name), write)
+        self.append_rows("session", team, name, records,
+                         lambda: self.db.changed(Kind.SESSION, team, name))
 
     def describe_session(self, team: str, name: str) -> str:
         return self.where("sessions", team, name)

@@ -4,6 +4,7 @@ advisory locks its units take, and a record's JSON in and out of a column."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,7 @@ def jsonb(record: Json) -> Jsonb:
     return Jsonb(record)
 
 
-def lock(*what: str) -> str:
+def lock_name(*what: str) -> str:
     """The name of the advisory lock a unit takes on what it guards (`"board", team`;
     `"inbox", team, name`; …): one name per thing, as the files store has one lock file."""
     return ":".join(what)
@@ -43,6 +44,22 @@ class Base:
 
     def own_folders(self) -> list[Path]:
         return []  # the records are the database's: no local folder is the store's
+
+    def append_rows(self, what: str, team: str, name: str, records: Sequence[Json],
+                    then: Callable[[], None]) -> None:
+        """Append `records` to member `name`'s log `what` (`inbox`, `session`: the table
+        `inbox`, `sessions`) as one step, at its unit's commit under the log's lock; `then`
+        notes the change."""
+        rows = [(team, name, text(r)) for r in records]
+        table = {"inbox": "inbox", "session": "sessions"}[what]
+
+        def write() -> None:
+            with self.db.conn().cursor() as cur:
+                cur.executemany(f"INSERT INTO {table} (team, name, doc) VALUES (%s, %s, %s)",
+                                rows)
+            then()
+        with self.db.unit():
+            self.db.append_at_commit(lock_name(what, team, name), write)
 
     def team_exists(self, team: str) -> bool:
         return self.db.one("SELECT 1 FROM teams WHERE team = %s", (team,)) is not None

@@ -21,7 +21,7 @@ from teamd.errors import BadInput, TeamdError
 from teamd.files import Json
 from teamd.store.changes import Kind
 from teamd.store.errors import BadRecord, check_task
-from teamd.store.postgres.base import Base, jsonb, lock
+from teamd.store.postgres.base import Base, jsonb, lock_name
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +46,7 @@ class Board(Base):
 
     @contextmanager
     def board_unit(self, team: str) -> Iterator[None]:
-        with self.db.unit(lock("board", team)):
+        with self.db.unit(lock_name("board", team)):
             if not self.board_exists(team):
                 raise TeamdError(f"team {team!r} has no board in {self.description}")
             yield
@@ -55,11 +55,11 @@ class Board(Base):
     def claim_unit(self, team: str, task_id: int) -> Iterator[bool]:
         """The board's lock shared (claims of other tasks go on beside this one; a
         `board_unit` waits for them all), the task's own tried: taken, or skipped."""
-        with self.db.unit(lock("board", team), shared=True):
+        with self.db.unit(lock_name("board", team), shared=True):
             if not self.board_exists(team):
                 raise TeamdError(f"team {team!r} has no board in {self.description}")
             yield bool(self.db.one("SELECT pg_try_advisory_xact_lock(hashtextextended(%s, 0))",
-                                   (lock("task", team, str(int(task_id))),)))
+                                   (lock_name("task", team, str(int(task_id))),)))
 
     def task_ids(self, team: str) -> list[int]:
         return [int(r[0]) for r in self.db.rows(
@@ -94,13 +94,13 @@ class Board(Base):
     # -- requests (CONTRACT §6) -----------------------------------------------------------
     @contextmanager
     def request_unit(self, team: str, request_id: str) -> Iterator[bool]:
-        with self.db.unit(lock("request", team, _request_id(request_id))):
+        with self.db.unit(lock_name("request", team, _request_id(request_id))):
             yield self.db.one("SELECT 1 FROM requests WHERE team = %s AND id = %s",
                               (team, request_id)) is not None
 
     def create_request(self, team: str, doc: Json) -> bool:
         request_id = _request_id(str(doc["request_id"]))
-        with self.db.unit(lock("request", team, request_id)):
+        with self.db.unit(lock_name("request", team, request_id)):
             made = self.db.execute("INSERT INTO requests (team, id, doc) VALUES (%s, %s, %s) "
                                    "ON CONFLICT DO NOTHING",
                                    (team, request_id, jsonb(doc))).rowcount
@@ -141,7 +141,7 @@ class Board(Base):
         return list((doc or {}).get("allow", []))
 
     def add_always(self, team: str, rule: str) -> bool:
-        with self.db.unit(lock("doc", team, PERMISSIONS)):
+        with self.db.unit(lock_name("doc", team, PERMISSIONS)):
             doc = self.db.one("SELECT doc FROM team_docs WHERE team = %s AND what = %s",
                               (team, PERMISSIONS)) or {"schema": SCHEMA, "allow": []}
             if rule in doc.setdefault("allow", []):

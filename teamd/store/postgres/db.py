@@ -25,11 +25,13 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import psycopg
 from psycopg import sql
 
 from teamd import crashpoints
+from teamd.store import urls
 from teamd.store.changes import Kind
 from teamd.store.postgres import schema
 from teamd.store.postgres.connect import StoreUnreachable, connect, explain
@@ -58,9 +60,9 @@ class Db:
         self.url = url
         self._local = _Thread()
         self._checked = False
-        where = url.split("?", 1)[0].rsplit("/", 1)[-1] or "postgres"
-        #: what a crash point names as the file of a commit
-        self.crash_path = Path("/postgresql") / where
+        #: what a crash point names as the file of a commit: the database (no password)
+        self.crash_path = Path("/postgresql") / (urlsplit(urls.mask(url)).path.strip("/")
+                                                 or "postgres")
 
     # -- connections -----------------------------------------------------------------
     def conn(self) -> Any:

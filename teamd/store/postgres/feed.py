@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import select
 import time
 from collections.abc import Callable, Sequence
@@ -43,33 +44,54 @@ class PgFeed:
         self._pending: list[Change] = []
         self._lost = False
         self._conn: Any = None
-        self._idle_r, self._idle_w = _never_readable()
+        self._tried = 0.0  # when listening again was last tried
+        # what a feed that has no connection is waited on by: readable when there is news
+        # (the connection lost, or found again: both mean "read everything again")
+        self._news_r, self._news_w = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)
         self._listen()
 
-    def _listen(self) -> None:
+    def _listen(self) -> bool:
+        self._tried = time.monotonic()
         try:
             conn = self.db.fresh()
             conn.execute(f"LISTEN {CHANNEL}")
         except (TeamdError, psycopg.Error) as exc:
-            log.warning("change feed: %s; trying again", exc)
-            self._conn = None
-            return
+            log.warning("change feed: %s; trying again", " ".join(str(exc).split()))
+            return False
         self._conn = conn
+        return True
 
-    def _drop(self) -> None:
+    def _lose(self) -> None:
+        """The connection is gone: say so (drain: lost), and listen again once it can."""
         if self._conn is not None:
             try:
                 self._conn.close()
             except psycopg.Error:
                 pass
         self._conn, self._lost = None, True
+        self._news()
+        self._listen()
+
+    def _news(self) -> None:
+        try:
+            os.write(self._news_w, b"!")
+        except BlockingIOError:
+            pass  # already readable
 
     @property
     def polling(self) -> bool:
         return False
 
     def fileno(self) -> int:
-        return self._idle_r if self._conn is None else int(self._conn.pgconn.socket)
+        """The connection's socket; while there is none, the news pipe — and, every RETRY
+        seconds (a caller's select asks at least that often), an attempt to listen again,
+        which makes the pipe readable when it works."""
+        if self._conn is None and time.monotonic() - self._tried >= RETRY and self._listen():
+            self._lost = True
+            self._news()
+        if self._conn is None or self._lost:
+            return self._news_r
+        return int(self._conn.pgconn.socket)
 
     def watch(self, team: str) -> None:
         if self.teams is not None:
@@ -81,6 +103,10 @@ class PgFeed:
 
     def drain(self) -> tuple[list[Change], bool]:
         self._read()
+        try:
+            os.read(self._news_r, 64)
+        except BlockingIOError:
+            pass
         changes, lost = list(dict.fromkeys(self._pending)), self._lost
         self._pending, self._lost = [], False
         return changes, lost
@@ -90,13 +116,8 @@ class PgFeed:
             return True
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
-            if self._conn is None:
-                self._listen()
-                if self._conn is not None:
-                    self._lost = True  # what happened while away: read everything again
-                    return True
             left = None if deadline is None else max(0.0, deadline - time.monotonic())
-            if self._conn is None:
+            if self._conn is None:  # come back to try listening again
                 left = RETRY if left is None else min(left, RETRY)
             ready, _, _ = select.select([self.fileno(), *also], [], [], left)
             if any(fd in ready for fd in also):
@@ -119,8 +140,7 @@ class PgFeed:
         except psycopg.Error as exc:
             log.warning("change feed: the connection was lost (%s); listening again",
                         " ".join(str(exc).split()))
-            self._drop()
-            self._listen()
+            self._lose()
 
     def _decode(self, payload: bytes) -> None:
         try:
@@ -136,28 +156,17 @@ class PgFeed:
         if self._conn is not None:
             self._conn.close()
             self._conn = None
-        for fd in (self._idle_r, self._idle_w):
-            _close(fd)
+        for fd in (self._news_r, self._news_w):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
 
     def __enter__(self) -> PgFeed:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def _never_readable() -> tuple[int, int]:
-    """A pipe nobody writes to: what a feed waits on while its server is away."""
-    import os
-    return os.pipe2(os.O_CLOEXEC)
-
-
-def _close(fd: int) -> None:
-    import os
-    try:
-        os.close(fd)
-    except OSError:
-        pass
 
 
 class Feeds(Base):

@@ -19,7 +19,7 @@ from typing import Any
 from teamd import linescan
 from teamd.files import Json
 from teamd.store.changes import Kind
-from teamd.store.postgres.base import Base, lock, text
+from teamd.store.postgres.base import Base, lock_name, text
 
 log = logging.getLogger(__name__)
 
@@ -36,15 +36,7 @@ class Inboxes(Base):
     """deliver, has_mail, inbox_mark, peek, take, wait_unlocked_inbox, describe_inbox."""
 
     def deliver(self, team: str, name: str, messages: Sequence[Json]) -> None:
-        lines = [(team, name, text(m)) for m in messages]
-
-        def write() -> None:
-            with self.db.conn().cursor() as cur:
-                cur.executemany("INSERT INTO inbox (team, name, doc) VALUES (%s, %s, %s)",
-                                lines)
-            self._moved(team, name)
-        with self.db.unit():
-            self.db.append_at_commit(lock("inbox", team, name), write)
+        self.append_rows("inbox", team, name, messages, lambda: self._moved(team, name))
 
     def _moved(self, team: str, name: str) -> None:
         self.db.execute("INSERT INTO inbox_marks (team, name, mark) VALUES (%s, %s, 1) "
@@ -98,7 +90,7 @@ class Inboxes(Base):
     def take(self, team: str, name: str, consume: Callable[[list[Json]], None],
              judge: linescan.Judge, *, keep: Callable[[Json], bool] | None = None
              ) -> linescan.Sorted:
-        with self.db.unit(lock("inbox", team, name)):
+        with self.db.unit(lock_name("inbox", team, name)):
             found, gone = self._sort(self._lines(team, name), judge, keep)
             if found.taken:
                 consume(found.taken)
@@ -123,5 +115,5 @@ class Inboxes(Base):
                     len(lines), ", ".join(sorted({reason for reason, _ in lines})))
 
     def wait_unlocked_inbox(self, team: str, name: str) -> None:
-        with self.db.unit(lock("inbox", team, name)):
+        with self.db.unit(lock_name("inbox", team, name)):
             pass

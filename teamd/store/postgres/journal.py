@@ -19,7 +19,7 @@ from typing import Any
 
 from teamd.files import Json
 from teamd.store.changes import Kind
-from teamd.store.postgres.base import lock, text
+from teamd.store.postgres.base import lock_name, text
 from teamd.store.postgres.feed import Feeds
 
 #: rows read at once by a stream (its memory stays flat)
@@ -37,7 +37,7 @@ class Journal(Feeds):
             if found is not None:  # else the team is gone
                 self._append(team, records, found, max_bytes, keep)
         with self.db.unit():
-            self.db.append_at_commit(lock("journal", team), write)
+            self.db.append_at_commit(lock_name("journal", team), write)
 
     def _append(self, team: str, records: Sequence[Json], found: tuple[int, int],
                 max_bytes: int, keep: int) -> None:

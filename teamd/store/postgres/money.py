@@ -23,7 +23,7 @@ from teamd.files import Json
 from teamd.store import slots
 from teamd.store.changes import Kind
 from teamd.store.errors import BadRecord
-from teamd.store.postgres.base import Base, jsonb, lock
+from teamd.store.postgres.base import Base, jsonb, lock_name
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +52,7 @@ class Money(Base):
         return self._team_doc(team, SPEND)
 
     def add_spend(self, team: str, change: Callable[[Json | None], Json]) -> Json:
-        with self.db.unit(lock("doc", team, SPEND)):
+        with self.db.unit(lock_name("doc", team, SPEND)):
             try:
                 found = self._team_doc(team, SPEND)
             except BadRecord as exc:

@@ -15,7 +15,7 @@ from collections.abc import Generator, Sequence
 
 from teamd.files import Json
 from teamd.store.changes import Kind
-from teamd.store.postgres.base import lock, text
+from teamd.store.postgres.base import lock_name, text
 from teamd.store.postgres.feed import Feeds
 from teamd.store.postgres.inboxes import Inboxes
 from teamd.store.postgres.teams import Teams
@@ -33,7 +33,7 @@ class Sessions(Teams, Inboxes, Feeds):
                             "ORDER BY seq", (key, who))
         bad = [(seq, bytes(junk)) for seq, doc, junk in rows if doc is None]
         if mend and bad and kept is None:
-            with self.db.unit(lock("session", team, name)):
+            with self.db.unit(lock_name("session", team, name)):
                 self.reject(team, name, "sessions", [("bad", junk) for _, junk in bad])
                 self.db.execute("DELETE FROM sessions WHERE seq = ANY(%s)",
                                 ([seq for seq, _ in bad],))
@@ -41,15 +41,8 @@ class Sessions(Teams, Inboxes, Feeds):
         return [doc for _, doc, _ in rows if isinstance(doc, dict)]
 
     def append_session(self, team: str, name: str, records: Sequence[Json]) -> None:
-        lines = [(team, name, text(r)) for r in records]
-
-        def write() -> None:
-            with self.db.conn().cursor() as cur:
-                cur.executemany("INSERT INTO sessions (team, name, doc) VALUES (%s, %s, %s)",
-                                lines)
-            self.db.changed(Kind.SESSION, team, name)
-        with self.db.unit():
-            self.db.append_at_commit(lock("session", team, name), write)
+        self.append_rows("session", team, name, records,
+                         lambda: self.db.changed(Kind.SESSION, team, name))
 
     def describe_session(self, team: str, name: str) -> str:
         return self.where("sessions", team, name)

@@ -16,7 +16,7 @@ from teamd.errors import BadInput, TeamdError
 from teamd.files import Json
 from teamd.names import stamp, validate_name
 from teamd.store.changes import Kind
-from teamd.store.postgres.base import Base, jsonb, lock, text
+from teamd.store.postgres.base import Base, jsonb, lock_name, text
 
 #: the tables a team's rows are in, and which an archive keeps
 KEPT = ("teams", "members", "tasks", "journal", "sessions", "transcripts", "removed")
@@ -35,7 +35,7 @@ class Teams(Base):
 
     def create_team(self, team: str, roster: Json, spend: Json) -> bool:
         validate_name(team, "team name")
-        with self.db.unit(lock("roster", team)):
+        with self.db.unit(lock_name("roster", team)):
             if self.team_exists(team):
                 return False
             if self.db.one("SELECT 1 FROM boards WHERE team = %s", (team,)) is not None:
@@ -54,7 +54,7 @@ class Teams(Base):
 
     def delete_team(self, team: str, last: Json, *, purge: bool) -> str | None:
         archive = None if purge else f"{team}-{stamp(float(last['ts']))}"
-        with self.db.unit(lock("roster", team), lock("board", team), lock("journal", team)):
+        with self.db.unit(*(lock_name(what, team) for what in ("roster", "board", "journal"))):
             if not self.team_exists(team):
                 raise TeamdError(f"team {team!r} is gone")
             self.db.execute("INSERT INTO journal (team, part, size, doc) SELECT team, part, "
@@ -89,7 +89,7 @@ class Teams(Base):
 
     def keep_removed(self, team: str, name: str, stamp: str) -> str | None:
         kept = f"{validate_name(name, 'member name')}-{stamp}"
-        with self.db.unit(lock("inbox", team, name), lock("session", team, name)):
+        with self.db.unit(lock_name("inbox", team, name), lock_name("session", team, name)):
             moved = 0
             for table in ("inbox", "sessions"):
                 moved += self.db.execute(f"UPDATE {table} SET name = %s WHERE team = %s AND "
@@ -120,12 +120,12 @@ class Teams(Base):
     # -- the roster (CONTRACT §4) -------------------------------------------------------
     @contextmanager
     def roster_unit(self, team: str) -> Iterator[bool]:
-        with self.db.unit(lock("roster", team)):
+        with self.db.unit(lock_name("roster", team)):
             yield self.team_exists(team)
 
     @contextmanager
     def member_unit(self, team: str, name: str, *, create: bool = True) -> Iterator[bool]:
-        with self.db.unit(lock("member", team, name)):
+        with self.db.unit(lock_name("member", team, name)):
             if not self.team_exists(team):
                 yield False
             elif create:

@@ -91,6 +91,12 @@ class Board(Base):
     def top_task_id(self, team: str) -> int:
         return int(self.db.one("SELECT top_id FROM boards WHERE team = %s", (team,)) or 0)
 
+    def raise_top_task_id(self, team: str, top: int) -> None:
+        with self.db.unit():
+            self.db.execute("UPDATE boards SET top_id = greatest(top_id, %s) WHERE team = %s",
+                            (int(top), team))
+            self.db.changed(Kind.TASK_IDS, team)
+
     # -- requests (CONTRACT §6) -----------------------------------------------------------
     @contextmanager
     def request_unit(self, team: str, request_id: str) -> Iterator[bool]:

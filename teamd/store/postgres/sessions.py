@@ -20,10 +20,13 @@ from teamd.store.postgres.feed import Feeds
 from teamd.store.postgres.inboxes import Inboxes
 from teamd.store.postgres.teams import Teams
 
+#: where a transcript is (`keep_transcript`'s answer): this, then `{name}-{stamp}.jsonl`
+TRANSCRIPTS = "transcripts/"
+
 
 class Sessions(Teams, Inboxes, Feeds):
     """read_session, append_session, describe_session, keep_transcript, read_transcript,
-    follow_session."""
+    list_transcripts, follow_session."""
 
 
     def read_session(self, team: str, name: str, *, mend: bool = False,
@@ -49,7 +52,7 @@ class Sessions(Teams, Inboxes, Feeds):
 
     def keep_transcript(self, team: str, name: str, stamp: str,
                         records: Sequence[Json]) -> str:
-        place = f"transcripts/{name}-{stamp}.jsonl"
+        place = f"{TRANSCRIPTS}{name}-{stamp}.jsonl"
         with self.db.unit():
             self.db.execute("INSERT INTO transcripts (team, name, place, doc) VALUES "
                             "(%s, %s, %s, %s) ON CONFLICT (team, place) DO UPDATE SET "
@@ -60,9 +63,17 @@ class Sessions(Teams, Inboxes, Feeds):
     def read_transcript(self, team: str, name: str, where: str, *,
                         kept: str | None = None) -> list[Json] | None:
         key = team if kept is None or kept.startswith("removed/") else kept
+        # by its file's name: a team moved here from the files store (`teamctl import`)
+        # names its transcripts by their paths there
+        place = TRANSCRIPTS + where.rsplit("/", 1)[-1]
         doc = self.db.one("SELECT doc FROM transcripts WHERE team = %s AND place = %s",
-                          (key, where))
+                          (key, place))
         return None if doc is None else [r for r in doc if isinstance(r, dict)]
+
+    def list_transcripts(self, team: str) -> list[tuple[str, str, str]]:
+        rows = self.db.rows("SELECT name, place FROM transcripts WHERE team = %s", (team,))
+        return sorted((name, place[len(TRANSCRIPTS) + len(name) + 1:-len(".jsonl")], place)
+                      for name, place in rows)
 
     def follow_session(self, team: str, name: str, *, skip: int = 0, poll: float = 1.0
                        ) -> Generator[Json, None, None]:

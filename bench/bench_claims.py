@@ -11,6 +11,11 @@ Baseline: the seeds' scan-then-write (bench/baselines/seed_board.py): scan the b
 the first unclaimed task, update it under a lock without looking again. Same board files,
 reset between rounds; rounds interleaved so both see the same machine.
 
+On PostgreSQL (CONTRACT §15): the same `board.claim` by the same 32 racers against a
+PostgreSQL store (a private cluster from the installed binaries, tests/postgres.py),
+beside the files store's figure of the same run; the board reset between rounds through
+the store. Where no PostgreSQL is installed that row says so instead of a figure.
+
 ("500 tasks to 10 idle members", teamd's own assignment, is bench/bench_assign.py.)
 
     python -m bench.bench_claims [--quick]
@@ -23,13 +28,14 @@ import multiprocessing.synchronize
 import sys
 import time
 from collections import Counter
+from collections.abc import Callable
 from multiprocessing.connection import Connection
-from pathlib import Path
 
 from bench.baselines import seed_board
-from bench.common import Context, Row, figure, row
+from bench.common import Context, Row, figure, not_measured, row
 from teamd import actions, board
 from teamd.layout import Workspace
+from teamd.records import Task
 
 NAME = "claims"
 TITLE = "task claims/s, 32 racers; double claims (board.claim vs scan-then-write)"
@@ -56,11 +62,11 @@ def racer(kind: str, ws: Workspace, name: str, go: multiprocessing.synchronize.E
     out.close()
 
 
-def one_round(kind: str, ws: Workspace, fresh: dict[Path, bytes],
+def one_round(kind: str, ws: Workspace, reset: Callable[[], None],
               racers: int = RACERS) -> tuple[float, int, int]:
-    """(claims per second, tasks claimed, double claims) of one race on a fresh board."""
-    for path, data in fresh.items():
-        path.write_bytes(data)
+    """(claims per second, tasks claimed, double claims) of one race on a board `reset`
+    makes fresh."""
+    reset()
     go = MP.Event()
     pipes = [MP.Pipe(duplex=False) for _ in range(racers)]
     procs = [MP.Process(target=racer, args=(kind, ws, f"r{i:02d}", go, pipes[i][1]))
@@ -78,31 +84,100 @@ def one_round(kind: str, ws: Workspace, fresh: dict[Path, bytes],
     return len(owners) / elapsed, len(owners), sum(1 for n in owners.values() if n > 1)
 
 
-def run(ctx: Context) -> list[Row]:
-    tasks = ctx.n(200, 20)
-    rounds = ctx.n(3, 1)
-    ws = Workspace.at(ctx.workdir / "ws")
+def files_reset(ws: Workspace) -> Callable[[], None]:
+    """Put the board's files back as they are now (the seeds' claim reads the files)."""
+    fresh = {p: p.read_bytes() for p in ws.store.paths.tasks_dir(TEAM).glob("*.json")}
+
+    def reset() -> None:
+        for path, data in fresh.items():
+            path.write_bytes(data)
+    return reset
+
+
+def store_reset(ws: Workspace) -> Callable[[], None]:
+    """Put the board's tasks back as they are now, through the store."""
+    fresh: list[Task] = list(board.list_tasks(ws, TEAM))
+
+    def reset() -> None:
+        with ws.store.board_unit(TEAM):
+            for task in fresh:
+                ws.store.write_task(TEAM, dict(task))
+    return reset
+
+
+def make_board(ws: Workspace, tasks: int) -> None:
     actions.create_team(ws, TEAM)
     for i in range(tasks):
         board.create(ws, TEAM, f"task {i}")
-    fresh = {p: p.read_bytes() for p in ws.store.paths.tasks_dir(TEAM).glob("*.json")}
-    rates: dict[str, list[float]] = {"ours": [], "seed": []}
-    counts: dict[str, Counter[str]] = {"ours": Counter(), "seed": Counter()}
+
+
+def race(ctx: Context, kinds: dict[str, tuple[Workspace, Callable[[], None]]], rounds: int
+         ) -> tuple[dict[str, list[float]], dict[str, Counter[str]]]:
+    rates: dict[str, list[float]] = {k: [] for k in kinds}
+    counts: dict[str, Counter[str]] = {k: Counter() for k in kinds}
     for r in range(rounds):
-        for kind in ("ours", "seed"):
-            rate, claimed, doubles = one_round(kind, ws, fresh)
+        for kind, (ws, reset) in kinds.items():
+            rate, claimed, doubles = one_round(kind.split("-")[0], ws, reset)
             rates[kind].append(rate)
             counts[kind].update(claimed=claimed, double_claims=doubles)
             ctx.progress(f"round {r + 1}: {kind} {rate:.0f} claims/s, {claimed} tasks, "
                          f"{doubles} double claims")
-    return [row(
+    return rates, counts
+
+
+def postgres_cluster() -> tuple[object | None, str]:
+    """A private PostgreSQL cluster (tests/postgres.py), or None and why there is none."""
+    try:
+        from tests.postgres import Cluster
+        return Cluster.start(durable=True), ""
+    except BaseException as exc:  # pytest's skip (no PostgreSQL) is a BaseException
+        if isinstance(exc, KeyboardInterrupt):
+            raise
+        return None, " ".join(str(exc).split())[:200]
+
+
+def run(ctx: Context) -> list[Row]:
+    tasks = ctx.n(200, 20)
+    rounds = ctx.n(3, 1)
+    ws = Workspace.at(ctx.workdir / "ws")
+    make_board(ws, tasks)
+    kinds = {"ours": (ws, files_reset(ws)), "seed": (ws, files_reset(ws))}
+    cluster, why = postgres_cluster()
+    try:
+        if cluster is not None:
+            from teamd.store.postgres import install_schema
+            url = cluster.database()  # type: ignore[attr-defined]
+            install_schema(url)
+            pg = Workspace.at(ctx.workdir / "pg", store=url)
+            make_board(pg, tasks)
+            kinds["ours-postgres"] = (pg, store_reset(pg))
+        rates, counts = race(ctx, kinds, rounds)
+    finally:
+        if cluster is not None:
+            cluster.stop()  # type: ignore[attr-defined]
+    files_figure = figure("board.claim", "claims/s", rates["ours"], counts=dict(counts["ours"]))
+    rows = [row(
         "claims", f"task claims/s, {RACERS} racing processes, {tasks} tasks",
         f"{RACERS} processes claim until the board is empty; {rounds} rounds each, "
         "interleaved, on a reset board; claimed = distinct tasks over all rounds, "
         "double claims = tasks more than one racer was told it owns.",
-        figure("board.claim", "claims/s", rates["ours"], counts=dict(counts["ours"])),
+        files_figure,
         figure("scan-then-write", "claims/s", rates["seed"], counts=dict(counts["seed"])),
         better="higher")]
+    pg_title = f"task claims/s on PostgreSQL, {RACERS} racing processes, {tasks} tasks"
+    if "ours-postgres" not in rates:
+        rows.append(not_measured("claims_postgres", pg_title, why, note="no PostgreSQL"))
+        return rows
+    rows.append(row(
+        "claims_postgres", pg_title,
+        "The same race with board.claim on the PostgreSQL store (a private cluster on a Unix "
+        "socket, every commit fsynced) beside the files store's figure of this run; "
+        f"{rounds} rounds each, interleaved.",
+        figure("board.claim, PostgreSQL", "claims/s", rates["ours-postgres"],
+               counts=dict(counts["ours-postgres"])),
+        figure("board.claim, files", "claims/s", rates["ours"], counts=dict(counts["ours"])),
+        better="higher"))
+    return rows
 
 
 if __name__ == "__main__":

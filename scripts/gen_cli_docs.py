@@ -18,7 +18,7 @@ COMMANDS = [[], ["init"], ["create"], ["spawn"], ["send"], ["broadcast"], ["inbo
             ["reject"], ["requests"], ["task"], ["task", "add"], ["task", "list"],
             ["task", "show"], ["task", "update"], ["budget"], ["prices"], ["status"], ["board"],
             ["logs"], ["transcript"], ["attach"], ["config"], ["delete"], ["diff"], ["merge"],
-            ["demo"], ["web"]]
+            ["demo"], ["web"], ["export"], ["import"]]
 
 
 def help_of(argv: list[str]) -> str:

@@ -14,7 +14,18 @@ from typing import Annotated
 import click
 import typer
 
-from teamctl import asks, complete, config, gitviews, journal, lifecycle, messages, output
+from teamctl import (
+    asks,
+    complete,
+    config,
+    gitviews,
+    journal,
+    lifecycle,
+    messages,
+    output,
+    params,
+    stores,
+)
 from teamctl.params import (
     HELP_OPTIONS,
     JsonOpt,
@@ -28,7 +39,6 @@ from teamd import (
     actions,
     crashpoints,
     roster,
-    settings,
     worktrees,
 )
 from teamd.errors import TeamdError
@@ -67,30 +77,18 @@ def main_options(
     root: Annotated[str | None, typer.Option(
         "--root", metavar="DIR",
         help="Workspace root (default: $TEAMD_ROOT, else the current directory).")] = None,
+    store: Annotated[str | None, typer.Option(
+        "--store", metavar="URL", help="Where the records live: files, or a postgresql:// "
+        "URL (default: $TEAMD_STORE, else teamd.toml's store, else files).")] = None,
     version: Annotated[bool, typer.Option(
         "--version", is_eager=True, callback=_version, help="Print the version and exit.")
     ] = False,
 ) -> None:
-    ctx.obj = Workspace.at(root)
+    ctx.obj = Workspace.at(root, params.store_option(store))
 
 
 # -- setup -------------------------------------------------------------------------------
-@app.command()
-def init(force: Annotated[bool, typer.Option("--force", help="Overwrite an existing file.")
-                                              ] = False,
-         ) -> None:
-    """Write teamd.toml with every setting at its default (exit 2 if it exists, unless
-    --force).
-
-    \b
-    Example:
-      teamctl init && $EDITOR teamd.toml
-    """
-    ws().root.mkdir(parents=True, exist_ok=True)
-    path = settings.write_defaults(ws(), force=force)
-    print(f"wrote {path}")
-
-
+app.command()(stores.init)
 app.command()(config.config)
 
 
@@ -307,6 +305,8 @@ app.command()(journal.logs)
 app.command()(journal.transcript)
 app.command()(journal.attach)
 app.command()(lifecycle.delete)
+app.command()(stores.export)  # teamctl.stores: a team as files, out of or into the store
+app.command("import")(stores.import_cmd)
 app.command()(web)  # teamctl.web: its server stack is imported only when it runs
 
 

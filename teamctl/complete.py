@@ -62,7 +62,8 @@ def value(ctx: click.Context, param: str) -> str | None:
 
 
 def _ws(ctx: click.Context) -> Workspace:
-    return Workspace.at(ctx.find_root().params.get("root"))
+    given = ctx.find_root().params
+    return Workspace.at(given.get("root"), given.get("store"))
 
 
 def team(ctx: click.Context, incomplete: str) -> list[str]:

@@ -2,7 +2,7 @@
 together, as `teamd` would read them now — and where each came from (CONTRACT §9, §10).
 Registered on the app by teamctl.cli.
 
-The API key's value is never printed: only whether one is set.
+The API key's value is never printed: only whether one is set; nor is a store URL's password.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from teamctl import output
 from teamctl.params import JsonOpt, ws
 from teamd import settings
 from teamd.prices import Price
+from teamd.store import urls
 
 #: variables read from the environment only (CONTRACT §10); the key's value never shown
 API_KEY, BASE_URL = "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL"
@@ -28,6 +29,7 @@ def settings_in_force() -> dict[str, dict[str, Any]]:
     doc: dict[str, dict[str, Any]] = {
         key: {"value": value, "source": origin[key]}
         for key, value in conf.as_toml_table().items()}
+    doc["store"]["value"] = urls.mask(conf.store)  # TEAMD_STORE may hold a password
     doc["permissions"] = {"value": conf.permissions.as_toml_table(),
                           "source": origin["permissions"]}
     doc["hooks"] = {"value": dict(conf.hooks), "source": origin["hooks"]}

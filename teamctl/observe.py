@@ -90,7 +90,8 @@ def branch_facts(member: Json) -> dict[str, Any]:
 
 
 def status_doc(ws: Workspace, team_names: list[str]) -> Json:
-    """The `status` document: each member as its roster entry, plus `live`, `uptime`,
+    """The `status` document (with the `root` and its `store`, shown as `files` or a URL
+    without its password): each member as its roster entry, plus `live`, `uptime`,
     `cpu_percent`, `pss`, `rss`, `plan_gate`, `pending_requests`, `waiting_for`, `branch`
     and `ahead` (a worktree member's), `runtime` (`teamd` for an entry without one), and
     `current_task` as the board has it (the lowest in-progress task it owns: the board is
@@ -125,8 +126,8 @@ def status_doc(ws: Workspace, team_names: list[str]) -> Json:
     now = time.time()
     blank = {"cpu_percent": None, "pss": None, "rss": None}
     troubles = (supervisor or {}).get("errors") or {}  # teamd's own, while they hold
-    doc: Json = {"root": str(ws.root), "supervisor": None, "teams": [],
-                 "unreadable": unreadable}
+    doc: Json = {"root": str(ws.root), "store": ws.store.description, "supervisor": None,
+                 "teams": [], "unreadable": unreadable}
     if supervisor is not None:
         doc["supervisor"] = {**supervisor, **facts.get("@teamd", blank),
                              "uptime": now - float(supervisor.get("started_at") or now)}

@@ -5,6 +5,7 @@ a wait's `--timeout`), each with its help and its shell completion.
 
 from __future__ import annotations
 
+import sys
 from typing import Annotated
 
 import click
@@ -16,6 +17,19 @@ from teamd.layout import ROOT_ENV, Workspace
 
 #: the commands that create the root when it is not there
 ROOT_MAKERS = ("init", "demo")
+
+
+def store_option(url: str | None) -> str | None:
+    """The global `--store URL`, checked (bad input: exit 2, one line, masked); a password
+    in it draws one warning line on stderr, since the command line shows in `ps`."""
+    if url is None:
+        return None
+    from teamd.store import urls
+
+    warning = urls.command_line_warning(urls.check(url))
+    if warning:
+        print(f"teamctl: {warning}", file=sys.stderr)
+    return url
 
 
 def ws() -> Workspace:

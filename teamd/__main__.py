@@ -26,8 +26,27 @@ def build_parser() -> argparse.ArgumentParser:
         "supervisor per root: a second one exits 2.")
     run.add_argument("--root", metavar="DIR",
                      help="workspace root (default: $TEAMD_ROOT, else the current directory)")
+    run.add_argument("--store", metavar="URL",
+                     help="where the records live: files, or a postgresql:// URL (default: "
+                     "$TEAMD_STORE, else teamd.toml's store, else files); a password here "
+                     "shows in `ps`: prefer PGPASSWORD or ~/.pgpass")
     run.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     return parser
+
+
+def store_option(url: str | None) -> str | None:
+    """`--store URL`, checked (exit 2, one line, masked); a password in it draws one
+    warning line (the command line shows in `ps`), once: not again after `take_key`
+    re-executes teamd with the same arguments."""
+    if url is None:
+        return None
+    from teamd import apikey
+    from teamd.store import urls
+
+    warning = urls.command_line_warning(urls.check(url))
+    if warning and apikey.FD_ENV not in os.environ:  # not said again by the re-executed
+        print(f"teamd: {warning}", file=sys.stderr)
+    return url
 
 
 def take_key(ws: Workspace) -> None:
@@ -54,7 +73,7 @@ def main(argv: list[str] | None = None) -> None:
         fmt = "%(asctime)s " + fmt
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO, format=fmt)
     try:
-        ws = Workspace.at(args.root)
+        ws = Workspace.at(args.root, store_option(args.store))
         take_key(ws)
         from teamd.supervisor import Supervisor
 

@@ -247,12 +247,15 @@ def update(ws: Workspace, team: str, task_id: int, *, status: str | None = None,
     return task
 
 
+def _open_to(task: Mapping[str, Any], member: str | None) -> bool:
+    """Pending, and either unowned or (for `member`) already given to it."""
+    return task["status"] == "pending" and task["owner"] in (None, member)
+
+
 def is_claimable(tasks: Mapping[int, Mapping[str, Any]], task: Mapping[str, Any],
                  member: str | None = None) -> bool:
     """Pending, unblocked, and either unowned or (for `member`) already given to it."""
-    if task["status"] != "pending":
-        return False
-    if task["owner"] is not None and task["owner"] != member:
+    if not _open_to(task, member):
         return False
     return all(_status(tasks, b) == "completed" for b in task["blocked_by"])
 
@@ -266,8 +269,21 @@ def _status(tasks: Mapping[int, Mapping[str, Any]], task_id: int) -> Any:
 def claim(ws: Workspace, team: str, member: str, task_id: int) -> Json | None:
     """Claim task `task_id` for `member`, re-checked under the board lock: no two owners,
     ever. None when it is not claimable. (Typed `Json`, not `Task`, while the teammate's
-    loop reads it as such.)"""
-    with locked(ws, team):
+    loop reads it as such.)
+
+    A task already taken (not pending, or another's) is refused on a look without a
+    unit: a "no" is a read like any other, true when it was made, and racers that lost do
+    not queue only to learn it. The claim itself is the store's `claim_unit`: a claim
+    that finds another claim of the task under way has lost (CONTRACT §15, SKIP LOCKED).
+    Blockers cannot move meanwhile: only a board unit completes a task."""
+    seen = read(ws, team, task_id)
+    if seen is not None and not _open_to(seen, member):
+        return None
+    if not ws.store.board_exists(team):
+        raise roster.unknown_team(ws, team)
+    with ws.store.claim_unit(team, task_id) as mine:
+        if not mine:
+            return None  # another claim of it is being made: this one lost
         tasks: Mapping[int, Task] = _Board(ws, team)  # the task and its blockers only
         if task_id not in tasks:
             raise BadInput(f"unknown task #{task_id} in team {team!r}")

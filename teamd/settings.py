@@ -258,13 +258,19 @@ def _kind(key: str) -> type:
 
 def write_defaults(ws: Workspace, force: bool = False) -> Path:
     """Write `teamd.toml` with every key at its default (refuses to overwrite unless forced)."""
-    import tomli_w
-
     from teamd.files import atomic_write_bytes
 
     path = ws.settings_file
     if path.exists() and not force:
         raise BadInput(f"{path} already exists (use --force to overwrite)")
+    atomic_write_bytes(path, defaults_text().encode())
+    return path
+
+
+def defaults_text() -> str:
+    """What `teamctl init` writes: every key at its default, the tables explained."""
+    import tomli_w
+
     header = ("# teamd settings; environment TEAMD_<KEY> overrides any key. Times in seconds.\n"
               "# api_key_file: a file holding the API key instead of the environment: an\n"
               "# absolute path only you can read (chmod 600), or a systemd credential's name.\n")
@@ -283,6 +289,4 @@ def write_defaults(ws: Workspace, force: bool = False) -> Path:
               '[prices]\n# "claude-sonnet-5-5" = {input = 2.0, output = 10.0, cache_read = 0.1}\n'
               '# "my-model" = {input = 1.0, output = 5.0, long = {threshold = 100000, '
               'input = 2.0, output = 10.0}}\n')
-    text = header + tomli_w.dumps(Settings().as_toml_table()) + perms + hooks + prices
-    atomic_write_bytes(path, text.encode())
-    return path
+    return header + tomli_w.dumps(Settings().as_toml_table()) + perms + hooks + prices

@@ -19,7 +19,7 @@ import pytest
 
 from teamd.layout import Workspace
 from teamd.scripted import ScriptedServer
-from tests import claude_code
+from tests import claude_code, postgres
 from tests.gitrepo import make_repo
 from tests.harness import TEAM, make_team
 
@@ -122,3 +122,28 @@ def claude() -> Path:
     """The pinned Claude Code CLI (tests/claude_code.py), installed on first use; the test
     is skipped, saying why, where npm is absent."""
     return claude_code.installed()
+
+
+@pytest.fixture(scope="session")
+def pg_cluster() -> Iterator[postgres.Cluster]:
+    """A private PostgreSQL cluster for the whole run (tests/postgres.py), stopped at the
+    end; the test is skipped, saying why, where PostgreSQL is not installed. Its template
+    database holds the store's schema, so each `pg_url` starts with it."""
+    cluster = postgres.Cluster.start()
+    try:
+        from teamd.store.postgres.schema import install_schema
+        cluster.make_template(install_schema)
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture
+def pg_url(pg_cluster: postgres.Cluster) -> Iterator[str]:
+    """A fresh database of the test's own, holding the store's schema: its URL (no
+    password: the cluster trusts local connections)."""
+    url = pg_cluster.database()
+    try:
+        yield url
+    finally:
+        pg_cluster.drop(url)

@@ -91,8 +91,9 @@ class Teamd:
         self.ws = ws
         self.log_path = log_path or ws.root / "teamd.log"  # elsewhere when the root fills up
         self.log = open(self.log_path, "ab")  # noqa: SIM115 - closed in stop()
+        store = ["--store", ws.store_url] if ws.store_url else []  # `teamd run --store URL`
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "teamd", "run", "--root", str(ws.root)],
+            [sys.executable, "-m", "teamd", "run", "--root", str(ws.root), *store],
             env=env, stdout=self.log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         wait_until(lambda: pidfile.running(ws) or self.proc.poll() is not None, 30,
                    "teamd to start")

@@ -8,13 +8,15 @@ never as file names.
 
 from __future__ import annotations
 
+import importlib
 from pathlib import Path
+from types import ModuleType
 
 from teamd.errors import BadInput
 from teamd.store.api import Feed, Store
 from teamd.store.changes import Change, Kind
 
-__all__ = ["Change", "Feed", "Kind", "Store", "open_store"]
+__all__ = ["Change", "Feed", "Kind", "Store", "load_postgres", "open_store"]
 
 
 def open_store(root: Path, url: str | None = None) -> Store:
@@ -25,10 +27,15 @@ def open_store(root: Path, url: str | None = None) -> Store:
     if url is None or urls.check(url) == urls.FILES:
         from teamd.store.files import FilesStore
         return FilesStore(root)
+    store: Store = load_postgres().PostgresStore(url, root)
+    return store
+
+
+def load_postgres() -> ModuleType:
+    """`teamd.store.postgres`, imported only now (psycopg is the `postgres` extra's);
+    BadInput saying how to install it when it is not there."""
     try:
-        from teamd.store.postgres import PostgresStore
+        return importlib.import_module("teamd.store.postgres")
     except ImportError as exc:
         raise BadInput(f"the PostgreSQL store needs psycopg: pip install 'teamd[postgres]' "
                        f"({exc})") from None
-    store: Store = PostgresStore(url, root)
-    return store

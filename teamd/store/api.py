@@ -157,6 +157,13 @@ class Store(Protocol):
         """The board's unit of work: task writes and new ids inside it are one step, and
         no other unit of the board runs meanwhile. TeamdError when there is no board."""
 
+    def claim_unit(self, team: str, task_id: int) -> AbstractContextManager[bool]:
+        """A claim's unit of work on task `task_id` (CONTRACT §5, §15: one transaction,
+        `SKIP LOCKED`): no `board_unit` runs meanwhile, nor another claim of that task,
+        while claims of other tasks may. Yields False, holding nothing, when another claim
+        of that task holds it at that moment (this one lost). TeamdError when there is no
+        board."""
+
     def task_ids(self, team: str) -> list[int]:
         """The ids of the board's tasks, ascending, found without reading them ([] when
         there is no board)."""
@@ -175,6 +182,10 @@ class Store(Protocol):
 
     def top_task_id(self, team: str) -> int:
         """The highest id handed out so far (0 for none)."""
+
+    def raise_top_task_id(self, team: str, top: int) -> None:
+        """Make `top` the highest id handed out when it is higher than that (an import:
+        ids its tasks used are never handed out again), inside the board's unit."""
 
     # -- inboxes (CONTRACT §3) ---------------------------------------------------------
     def deliver(self, team: str, name: str, messages: Sequence[Json]) -> None:
@@ -283,6 +294,10 @@ class Store(Protocol):
                         kept: str | None = None) -> list[Json] | None:
         """The conversation `keep_transcript` kept at `where` (what it returned), or None
         when it is gone; `kept` as for `read_session`."""
+
+    def list_transcripts(self, team: str) -> list[tuple[str, str, str]]:
+        """Every transcript `keep_transcript` kept in the team, removed members' too: its
+        member's name, its `stamp` and its `where`, ordered by name, then stamp."""
 
     def follow_session(self, team: str, name: str, *, skip: int = 0, poll: float = 1.0
                        ) -> Generator[Json, None, None]:

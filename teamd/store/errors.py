@@ -7,6 +7,8 @@ it. `where` names the record for people (files: its path; a database: its table 
 
 from __future__ import annotations
 
+from typing import Any
+
 from teamd.errors import TeamdError
 
 
@@ -17,3 +19,15 @@ class BadRecord(TeamdError):
         super().__init__(f"{where}: {why}")
         self.where = where
         self.why = why
+
+
+def check_task(doc: Any, task_id: int, where: str) -> dict[str, Any]:
+    """`doc` if it is the task of `task_id` (its id, a status), else BadRecord at `where`
+    (tasks are written whole: another record under that id is a hand edit)."""
+    try:
+        if int(doc["id"]) != task_id:
+            raise ValueError(f"its id is {doc['id']!r}")
+        str(doc["status"])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise BadRecord(where, str(exc)) from None
+    return dict(doc)

@@ -20,8 +20,9 @@ def is_postgres(url: str) -> bool:
 
 
 def mask(url: str) -> str:
-    """`url` as people are shown it: the password, if any, replaced by `***`."""
-    if not is_postgres(url):
+    """`url` as people are shown it: the password, if any, replaced by `***` (in a URL
+    of any scheme: a mistyped one is shown in its error)."""
+    if "://" not in url:
         return url
     try:
         parts = urlsplit(url)
@@ -46,3 +47,25 @@ def check(url: str) -> str:
     except ValueError as exc:
         raise BadInput(f"malformed store URL {mask(url)!r}: {exc}") from None
     return url
+
+
+def without_password(url: str) -> str:
+    """`url` with no password (what `teamctl init --store` writes into teamd.toml: the
+    password comes from the URL given at run time, PGPASSWORD or ~/.pgpass)."""
+    if not is_postgres(url):
+        return url
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.netloc.rsplit("@", 1)[1]
+    user = f"{parts.username}@" if parts.username else ""
+    return urlunsplit(parts._replace(netloc=f"{user}{host}"))
+
+
+def command_line_warning(url: str, option: str = "--store") -> str | None:
+    """The one line to warn with when `url`, given on the command line, holds a password
+    (every user of the machine sees it in `ps`); None when it holds none."""
+    if not is_postgres(url) or urlsplit(url).password is None:
+        return None
+    return (f"warning: the password in {option} {mask(url)} shows in `ps` to every user of "
+            f"this machine; put it in PGPASSWORD or ~/.pgpass instead")

@@ -76,8 +76,13 @@ ALLOWED: dict[str, tuple[set[str], str]] = {
     "teamd/worktrees.py": ({"exists", "is_dir", "mkdir", "read_text", "rmdir", "rmtree",
                             "stat"},
                            "the repository and .worktrees/"),
-    "teamctl/cli.py": ({"mkdir", "open"}, "the root `init` makes; /dev/null, for a stdout "
-                       "that went away"),
+    "teamctl/cli.py": ({"open"}, "/dev/null, for a stdout that went away"),
+    "teamctl/stores.py": ({"mkdir"}, "the root `init` makes"),
+    "teamd/store/setup.py": ({"exists", "mkdir", "read_text"},
+                             "teamd.toml, and the root `init --store` makes"),
+    "teamd/actions/transfer.py": ({"is_dir", "mkdir"}, "the folder a person names to "
+                                  "`export` into (made) or `import` from: a files root of "
+                                  "its own, its records reached through its own FilesStore"),
     "teamctl/config.py": ({"is_file"}, "teamd.toml"),
     "teamctl/demo.py": ({"ensure_dir", "exists", "is_dir", "open", "write_text"},
                         "the demo's own root, its work folder and teamd.log; its closing list "

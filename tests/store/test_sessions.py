@@ -79,6 +79,13 @@ def test_a_transcript_is_kept_apart_from_the_session(store: Store, crew: str) ->
     second = store.keep_transcript(crew, "alice", "20250101T000000.000002", turns[:1])
     assert first and second and first != second
     assert ns(store.read_session(crew, "alice")) == [0]  # the session is left as it was
+    third = store.keep_transcript(crew, "bob-2", "20240101T000000.000000", turns)
+    assert store.list_transcripts(crew) == [  # by name, then stamp; a name may hold '-'
+        ("alice", "20250101T000000.000001", first), ("alice", "20250101T000000.000002", second),
+        ("bob-2", "20240101T000000.000000", third)]
+    for name, _, where in store.list_transcripts(crew):
+        assert store.read_transcript(crew, name, where) == (turns if where != second
+                                                             else turns[:1])
 
 
 @pytest.mark.timeout(60)

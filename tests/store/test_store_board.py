@@ -54,6 +54,15 @@ def test_ids_are_never_reused_not_even_those_of_tasks_never_written(store: Store
     assert store.task_ids(TEAM) == [1, 3]
 
 
+def test_the_top_id_raised_by_an_import_is_never_handed_out(store: Store, crew: str) -> None:
+    add(store)
+    with store.board_unit(TEAM):
+        store.raise_top_task_id(TEAM, 7)  # the ids a team used in the store it came from
+        store.raise_top_task_id(TEAM, 3)  # lower: no change
+    assert store.top_task_id(TEAM) == 7
+    assert add(store) == 8 and store.task_ids(TEAM) == [1, 8]
+
+
 def test_a_board_that_does_not_exist(store: Store) -> None:
     assert not store.board_exists("nope")
     assert store.task_ids("nope") == [] and store.top_task_id("nope") == 0
@@ -142,3 +151,34 @@ def test_a_unit_is_entered_again_by_the_process_that_holds_it(store: Store,
         task_id = store.next_task_id(TEAM)
         store.write_task(TEAM, task(task_id))
     assert store.task_ids(TEAM) == [task_id]
+
+
+def _claim_in_claim_unit(store: Store, task_id: int, me: str) -> bool:
+    """One claim as `board.claim` makes it: in the task's claim unit, re-checked there."""
+    with store.claim_unit(TEAM, task_id) as mine:
+        if not mine:
+            return False  # another claim of it was under way: lost
+        found = store.read_task(TEAM, task_id)
+        assert found is not None
+        if found["owner"] is not None or found["status"] != "pending":
+            return False
+        store.write_task(TEAM, {**found, "owner": me, "status": "in_progress"})
+        return True
+
+
+@pytest.mark.timeout(120)
+def test_claims_in_claim_units_give_each_task_one_owner(store: Store, crew: str) -> None:
+    """Racers for the same tasks, each trying every task in turn: every task claimed once,
+    and the board's own unit still sees the claims whole."""
+    ids = [add(store) for _ in range(6)]
+    won = race(_claim_all, [(store, ids, f"m{i}") for i in range(8)])
+    owners = [task_id for got in won for task_id in got]
+    assert sorted(owners) == ids  # each task once, none lost
+    with store.board_unit(TEAM):
+        final = [store.read_task(TEAM, task_id) for task_id in ids]
+    assert all(t is not None and t["status"] == "in_progress" for t in final)
+
+
+def _claim_all(store: Store, ids: list[int], me: str, go: Any) -> list[int]:
+    assert go.wait(30)
+    return [task_id for task_id in ids if _claim_in_claim_unit(store, task_id, me)]

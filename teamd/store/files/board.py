@@ -16,7 +16,7 @@ from contextlib import contextmanager
 
 from teamd import files
 from teamd.files import Json
-from teamd.store.errors import BadRecord
+from teamd.store.errors import check_task
 from teamd.store.files.base import Base
 from teamd.store.files.records import read_record
 from teamd.store.files.units import unit
@@ -26,7 +26,8 @@ _TASK_NAME = re.compile(r"([1-9][0-9]*)\.json")
 
 
 class Board(Base):
-    """board_exists, board_unit, task_ids, read_task, write_task, next_task_id, top_task_id."""
+    """board_exists, board_unit, claim_unit, task_ids, read_task, write_task, next_task_id,
+    top_task_id, raise_top_task_id."""
 
     def board_exists(self, team: str) -> bool:
         return self.paths.tasks_dir(team).is_dir()
@@ -35,6 +36,12 @@ class Board(Base):
     def board_unit(self, team: str) -> Iterator[None]:
         with unit(self.paths.board_lock(team)):
             yield
+
+    @contextmanager
+    def claim_unit(self, team: str, task_id: int) -> Iterator[bool]:
+        """The board's own unit: claims of different tasks take turns too."""
+        with self.board_unit(team):
+            yield True
 
     def task_ids(self, team: str) -> list[int]:
         try:
@@ -46,15 +53,7 @@ class Board(Base):
     def read_task(self, team: str, task_id: int) -> Json | None:
         path = self.paths.task(team, task_id)
         task = read_record(path)
-        if task is None:
-            return None
-        try:
-            if int(task["id"]) != task_id:
-                raise ValueError(f"its id is {task['id']!r}")
-            str(task["status"])
-        except (KeyError, TypeError, ValueError) as exc:
-            raise BadRecord(str(path), str(exc)) from None
-        return task
+        return None if task is None else check_task(task, task_id, str(path))
 
     def write_task(self, team: str, task: Json) -> None:
         files.write_json(self.paths.task(team, int(task["id"])), task)
@@ -76,3 +75,7 @@ class Board(Base):
             return int(self.paths.highwatermark(team).read_text().strip() or 0)
         except (OSError, ValueError):
             return 0
+
+    def raise_top_task_id(self, team: str, top: int) -> None:
+        if int(top) > self.top_task_id(team):
+            files.atomic_write_bytes(self.paths.highwatermark(team), f"{int(top)}\n".encode())

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from teamd.names import NAME_RE
+from teamd.store import feeds
 from teamd.store.changes import Change, Kind
 from teamd.store.files.base import Base
 from teamd.store.files.paths import Paths
@@ -217,12 +218,4 @@ class Feeds(Base):
 
     def wait_for(self, teams: Sequence[str], check: Callable[[], Any], timeout: float,
                  tick: float = 0.5) -> Any:
-        deadline = time.monotonic() + timeout
-        with self.changes(teams, poll_fallback=min(tick, 0.5)) as feed:
-            while True:
-                result = check()
-                left = deadline - time.monotonic()
-                if result or left <= 0:
-                    return result
-                feed.wait(min(tick, left))
-                feed.drain()
+        return feeds.wait_on_feed(self, teams, check, timeout, tick)

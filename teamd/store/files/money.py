@@ -5,7 +5,7 @@ roster → … → spend.json → events). `ratelimit.json` is replaced under it
 held together with another. A call slot is one of N flocks `.calls/{i}.lock` held for the
 length of one model call: a holder that dies, even by `kill -9`, frees its slot with its
 last descriptor. One flock cannot wait on "any of N", so a caller that finds every slot
-taken waits on one for SWEEP seconds, then tries them all again, starting elsewhere.
+taken waits on one a while, then tries them all again, starting elsewhere (`slots.sweep`).
 """
 
 from __future__ import annotations
@@ -21,14 +21,12 @@ import filelock
 from teamd import files
 from teamd.errors import TeamdError
 from teamd.files import Json
+from teamd.store import slots
 from teamd.store.files.base import Base
 from teamd.store.files.records import read_record
 from teamd.store.files.units import unit
 
 log = logging.getLogger(__name__)
-
-#: how long a caller that found every slot taken waits on one of them before trying all
-SWEEP = 0.1
 
 
 def _read_or_none(path: Path, what: str) -> Json | None:
@@ -85,26 +83,11 @@ class Money(Base):
     @staticmethod
     def _take_slot(folder: Path, order: list[int],
                    between: Callable[[], None] | None) -> tuple[filelock.FileLock, int]:
-        waited = False
-        while True:
-            for index in order:
-                slot = files.lock(folder / str(index), timeout=0)
-                try:
-                    slot.acquire()
-                except filelock.Timeout:
-                    continue
-                if waited:
-                    log.debug("took call slot %d after waiting", index)
-                return slot, index
-            if not waited:
-                log.info("all %d call slots are taken (max_concurrent_calls): waiting",
-                         len(order))
-                waited = True
-            if between is not None:
-                between()
-            slot = files.lock(folder / str(order[0]), timeout=SWEEP)
+        def take(index: int, wait: float) -> filelock.FileLock | None:
+            slot = files.lock(folder / str(index), timeout=wait)
             try:
                 slot.acquire()
-                return slot, order[0]
             except filelock.Timeout:
-                order = order[1:] + order[:1]
+                return None
+            return slot
+        return slots.sweep(order, take, between)

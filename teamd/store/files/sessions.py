@@ -15,13 +15,14 @@ from pathlib import Path
 
 from teamd import files
 from teamd.files import Json
+from teamd.names import ARCHIVE_TS_RE, NAME_RE
 from teamd.store.files.base import Base
 from teamd.watch import Watcher
 
 
 class Sessions(Base):
     """read_session, append_session, describe_session, keep_transcript, read_transcript,
-    follow_session."""
+    list_transcripts, follow_session."""
 
     def read_session(self, team: str, name: str, *, mend: bool = False,
                      kept: str | None = None) -> list[Json]:
@@ -65,6 +66,15 @@ class Sessions(Base):
         files.ensure_dir(folder)
         files.atomic_write_bytes(transcript, b"".join(files.dumps_line(m) for m in records))
         return str(transcript.relative_to(self.root))
+
+    def list_transcripts(self, team: str) -> list[tuple[str, str, str]]:
+        folder = self.paths.transcripts_dir(team)
+        found = []
+        for path in folder.glob("*.jsonl") if folder.is_dir() else ():
+            name, _, stamp = path.stem.rpartition("-")  # a stamp has no '-', a name may
+            if NAME_RE.fullmatch(name) and ARCHIVE_TS_RE.fullmatch(stamp):
+                found.append((name, stamp, str(path.relative_to(self.root))))
+        return sorted(found)
 
     def follow_session(self, team: str, name: str, *, skip: int = 0, poll: float = 1.0
                        ) -> Generator[Json, None, None]:

@@ -24,7 +24,8 @@ ARCHIVED = ("config.json", "members", "sessions", "transcripts", "logs", "tasks"
 
 
 class Teams(Base):
-    """create_team, delete_team, archives, team_names, team_exists, keep_removed, removed."""
+    """create_team, delete_team, archives, team_names, team_exists, keep_removed, removed,
+    drop_live_files."""
 
     def team_names(self) -> list[str]:
         return self.paths.team_names()
@@ -98,6 +99,16 @@ class Teams(Base):
 
     def removed(self, team: str, name: str) -> list[str]:
         return [str(path) for path in self.paths.removed(team, name)]
+
+    def drop_live_files(self, team: str) -> None:
+        """Take away what only a root that runs needs — lock files, an empty `logs/` — from
+        a team no process uses (`teamctl export`'s copy: a backup, as section 2 lays out)."""
+        for folder in (self.paths.team_dir(team), self.paths.tasks_dir(team)):
+            for lock in sorted(folder.rglob("*.lock")):
+                removals.remove_file(lock)
+        logs = self.paths.logs_dir(team)
+        if logs.is_dir() and not any(logs.iterdir()):
+            removals.remove_tree(logs)
 
 
 def _prune_archive(folder: Path) -> None:

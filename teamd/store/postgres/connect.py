@@ -1,0 +1,67 @@
+"""Connecting to the PostgreSQL store (CONTRACT §15): psycopg's errors as one line each,
+the password never shown.
+
+A URL that cannot work — malformed, a wrong or missing password, a role or database that
+does not exist — is the user's mistake: `BadInput` (exit 2). A server that cannot be
+reached (refused, no socket, a timeout, a connection cut) is `StoreUnreachable` (exit 1):
+trying again later may work.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import psycopg
+
+from teamd.errors import BadInput, TeamdError
+from teamd.store import urls
+
+#: how long a connection attempt may take before the server counts as unreachable
+CONNECT_TIMEOUT = 10
+
+#: words of libpq's messages that mean the URL itself cannot work
+_USER_MISTAKES = ("password authentication failed", "no password supplied",
+                  "does not exist", "invalid connection option", "invalid URI",
+                  "missing \"=\"", "invalid integer value", "invalid port",
+                  "invalid sslmode", "not permitted to log in", "authentication failed")
+
+
+class StoreUnreachable(TeamdError):
+    """The store's server cannot be reached (or the connection to it was lost)."""
+
+
+def _why(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return text.removeprefix("connection failed: ")
+
+
+def explain(exc: BaseException, url: str) -> TeamdError:
+    """What `exc` (raised connecting to, or talking with, the store at `url`) is for a
+    person: one line, the password masked."""
+    why = _why(exc)
+    password = _password(url)
+    if password:
+        why = why.replace(password, "***")
+    where = urls.mask(url)
+    if isinstance(exc, psycopg.ProgrammingError) or any(w in why for w in _USER_MISTAKES):
+        return BadInput(f"cannot use the store {where}: {why}")
+    return StoreUnreachable(f"cannot reach the store {where}: {why}")
+
+
+def _password(url: str) -> str | None:
+    from urllib.parse import unquote, urlsplit
+    try:
+        found = urlsplit(url).password
+    except ValueError:
+        return None
+    return unquote(found) if found else None
+
+
+def connect(url: str) -> Any:
+    """A new autocommit connection to the store at `url` (a unit of work opens its own
+    transaction: `teamd.store.postgres.db`)."""
+    try:
+        return psycopg.connect(url, autocommit=True, connect_timeout=CONNECT_TIMEOUT,
+                               application_name="teamd")
+    except psycopg.Error as exc:
+        raise explain(exc, url) from None

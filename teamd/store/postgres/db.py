@@ -1,0 +1,212 @@
+"""The PostgreSQL store's connections and units of work (CONTRACT §15, §17).
+
+One connection per thread, opened on first use and opened again in a forked child (a
+connection is never shared across a fork: the child leaves its parent's alone — psycopg
+does not close a connection made by another process — and opens its own). A unit of work
+is one transaction: the first unit a thread enters begins it, units entered inside it
+(re-entrant, in the contract's lock order) join it, and the outermost one commits it —
+the commit is the durable write a crash point counts (`teamd.crashpoints`: just before and
+just after `COMMIT`). What makes a unit exclusive is a transaction-scoped advisory lock on
+what it guards (a roster, a member, a board, a request, an inbox…), freed by the server at
+commit, at rollback, or when the holder dies. An append (a message delivered, a session
+record, a journal line) is made at the commit, under its lock taken then
+(`append_at_commit`): held to the commit, a lock taken mid-unit would be held while the
+unit takes others, out of the contract's order. Every write notes a change (kind, team,
+name); they are sent with `pg_notify` just before the commit, so a feed hears of a change
+only once it is readable.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import psycopg
+from psycopg import sql
+
+from teamd import crashpoints
+from teamd.store import urls
+from teamd.store.changes import Kind
+from teamd.store.postgres import schema
+from teamd.store.postgres.connect import StoreUnreachable, connect, explain
+
+#: the channel every change is notified on
+CHANNEL = "teamd"
+
+
+#: the locks of appends, in the contract's order (CONTRACT §2: … inbox → session → events)
+APPEND_ORDER = ("inbox", "session", "journal")
+
+
+class _Thread(threading.local):
+    pid = 0
+    conn: Any = None
+    depth = 0
+    changes: dict[tuple[str, str, str | None], None]
+    appends: dict[str, list[Callable[[], None]]]
+    wrote = False
+
+
+class Db:
+    """A store's connections (one per thread and process) and its units of work."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self._local = _Thread()
+        self._checked = False
+        #: what a crash point names as the file of a commit: the database (no password)
+        self.crash_path = Path("/postgresql") / (urlsplit(urls.mask(url)).path.strip("/")
+                                                 or "postgres")
+
+    # -- connections -----------------------------------------------------------------
+    def conn(self) -> Any:
+        """This thread's connection (a new one after a fork, or after one was lost)."""
+        local = self._local
+        if local.pid != os.getpid():  # forked: the parent's connection is left alone
+            local.conn, local.depth = None, 0
+        if local.conn is None or local.conn.closed:
+            conn = connect(self.url)
+            if not self._checked:
+                schema.ensure(conn, self.url)
+                self._checked = True
+            local.conn, local.pid = conn, os.getpid()
+        return local.conn
+
+    def fresh(self) -> Any:
+        """A connection of its own (a feed's, a claim's): never this thread's."""
+        self.conn()  # the schema is checked once
+        return connect(self.url)
+
+    # -- units -----------------------------------------------------------------------
+    @contextmanager
+    def unit(self, *locks: str, shared: bool = False) -> Iterator[Any]:
+        """A unit of work holding the advisory locks named by `locks` (in the order given;
+        `shared`: with other shared holders): this thread's transaction, begun here unless
+        one is open. Yields the connection."""
+        local = self._local
+        conn = self.conn()
+        outer = local.depth == 0
+        if outer:
+            local.changes, local.appends, local.wrote = {}, {}, False
+        # BEGIN and the locks in one round trip (the simple protocol takes several statements)
+        statements = ["BEGIN"] if outer else []
+        take = "pg_advisory_xact_lock_shared" if shared else "pg_advisory_xact_lock"
+        statements += [sql.SQL("SELECT {}(hashtextextended({}, 0))").format(
+            sql.Identifier(take), sql.Literal(name)).as_string(conn) for name in locks]
+        local.depth += 1
+        try:
+            if statements:
+                query = "; ".join(statements).encode()
+                if outer:
+                    conn = self._again(conn, query)
+                else:
+                    self._run(conn, query, prepare=False)
+            yield conn
+        except BaseException:
+            local.depth -= 1
+            if outer:
+                self._rollback(conn)
+            raise
+        local.depth -= 1
+        if outer:
+            try:
+                self._commit(conn)
+            except BaseException:
+                self._rollback(conn)
+                raise
+
+    def _run(self, conn: Any, query: Any, args: Sequence[Any] | None = None,
+             prepare: bool | None = None) -> Any:
+        try:
+            return conn.execute(query, args, prepare=prepare)
+        except psycopg.OperationalError as exc:
+            if conn.broken or conn.closed:  # the server went away: one line, exit 1
+                raise explain(exc, self.url) from None
+            raise
+
+    def _again(self, conn: Any, query: Any, args: Sequence[Any] | None = None) -> Any:
+        """Run the first statement of a step on `conn`; on a connection lost since its last
+        use (a server restarted, a link cut), once more on a new one: nothing of the step
+        was done yet. The connection it ran on."""
+        try:
+            self._run(conn, query, args, prepare=False)
+            return conn
+        except StoreUnreachable:
+            if not conn.closed:
+                raise
+        conn = self.conn()  # a new one: the old is closed
+        self._run(conn, query, args, prepare=False)
+        return conn
+
+    def _rollback(self, conn: Any) -> None:
+        try:
+            conn.execute("ROLLBACK")
+        except psycopg.Error:
+            pass  # a lost connection rolled back by itself
+
+    def append_at_commit(self, lock: str, write: Callable[[], None]) -> None:
+        """Inside a unit: run `write` (an append to an inbox, a session or a journal) at the
+        commit, under `lock`. An append's lock only orders the rows it adds; taken at the
+        commit, after every unit's own lock and in the contract's order, it is held for
+        the commit alone and never taken out of order by units that nest differently."""
+        self._local.appends.setdefault(lock, []).append(write)
+
+    def _commit(self, conn: Any) -> None:
+        local = self._local
+        for lock in sorted(local.appends, key=lambda name: (
+                APPEND_ORDER.index(name.split(":", 1)[0]), name)):
+            self._run(conn, "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (lock,))
+            for write in local.appends[lock]:
+                write()
+        local.appends = {}
+        if not local.wrote:
+            self._run(conn, "COMMIT")
+            return
+        if local.changes:
+            payloads = [json.dumps(list(change)) for change in local.changes]
+            self._run(conn, "SELECT pg_notify(%s, p) FROM unnest(%s::text[]) AS p",
+                      (CHANNEL, payloads))
+        crashpoints.before("commit", self.crash_path)
+        self._run(conn, "COMMIT")
+        crashpoints.after("commit", self.crash_path)
+
+    def changed(self, kind: Kind, team: str, name: str | None = None) -> None:
+        """Note a write, inside a unit: it is notified just before the commit."""
+        local = self._local
+        local.wrote = True
+        local.changes[(str(kind), team, name)] = None
+
+    def touched(self) -> None:
+        """Note a write no feed reports (the root's and teamd's own records), inside a unit."""
+        self._local.wrote = True
+
+    def execute(self, sql: str, args: Sequence[Any] | None = None) -> Any:
+        """One statement in this thread's transaction, or on its own when none is open
+        (then, on a connection lost since its last use, once more on a new one)."""
+        if self.in_unit:
+            return self._run(self.conn(), sql, args)
+        conn = self.conn()
+        try:
+            return self._run(conn, sql, args)
+        except StoreUnreachable:
+            if not conn.closed:
+                raise
+        return self._run(self.conn(), sql, args)
+
+    def rows(self, sql: str, args: Sequence[Any] | None = None) -> list[Any]:
+        return list(self.execute(sql, args).fetchall())
+
+    def one(self, sql: str, args: Sequence[Any] | None = None) -> Any:
+        """The first row's first value, or None when there is no row."""
+        row = self.execute(sql, args).fetchone()
+        return None if row is None else row[0]
+
+    @property
+    def in_unit(self) -> bool:
+        return self._local.depth > 0 and self._local.pid == os.getpid()

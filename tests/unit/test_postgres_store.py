@@ -1,0 +1,193 @@
+"""What only the PostgreSQL store has (CONTRACT §15, §17), on the private cluster
+(tests/postgres.py): its schema installed, found and migrated, a newer one refused; a URL
+that cannot work refused in one line with the password never shown, and an unreachable
+server told apart; a commit counted as a durable write by the crash points; a connection
+never shared across a fork; connections cut by the server are opened again (a feed's says
+it lost changes). The promises every store keeps are the contract suite's (tests/store/)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from teamd import budget, roster
+from teamd.errors import BadInput
+from teamd.store.changes import Change, Kind
+from teamd.store.postgres import PostgresStore, install_schema, schema
+from teamd.store.postgres.connect import StoreUnreachable
+from tests.postgres import Cluster, database_name
+from tests.store.forked import ctx
+
+SPEND = {"schema": budget.SCHEMA, "spent_usd": 0.0}
+SECRET = "s3cr3t-pw"
+
+
+def store_at(url: str, root: Path) -> PostgresStore:
+    return PostgresStore(url, root)
+
+
+def teamctl(root: Path, url: str, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "TEAMD_STORE": url}
+    return subprocess.run([sys.executable, "-m", "teamctl.cli", "--root", str(root), *args],
+                          env=env, capture_output=True, text=True, timeout=60, check=False)
+
+
+def test_the_schema_is_created_once_and_found_after(pg_cluster: Cluster) -> None:
+    name = f"bare{os.getpid()}"
+    pg_cluster.sql(f"CREATE DATABASE {name}")
+    try:
+        url = pg_cluster.url(name)
+        assert install_schema(url) is True
+        assert install_schema(url) is False  # run again: there already, exit 0
+        assert pg_cluster.sql("SELECT version FROM teamd_schema", name) == [(schema.VERSION,)]
+    finally:
+        pg_cluster.sql(f"DROP DATABASE {name} WITH (FORCE)")
+
+
+def test_an_older_schema_is_migrated_in_one_step(pg_url: str, pg_cluster: Cluster,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    db = database_name(pg_url)
+    monkeypatch.setattr(schema, "VERSION", schema.VERSION + 1)
+    monkeypatch.setitem(schema.MIGRATIONS, schema.VERSION - 1,
+                        ("ALTER TABLE teams ADD COLUMN migrated boolean",))
+    assert install_schema(pg_url) is False
+    assert pg_cluster.sql("SELECT version FROM teamd_schema", db) == [(schema.VERSION,)]
+    assert pg_cluster.sql("SELECT count(*) FROM information_schema.columns WHERE "
+                          "table_name = 'teams' AND column_name = 'migrated'", db) == [(1,)]
+
+
+def test_a_newer_schema_is_refused_and_nothing_written(pg_url: str, pg_cluster: Cluster,
+                                                        hermetic: Path) -> None:
+    db = database_name(pg_url)
+    pg_cluster.sql(f"UPDATE teamd_schema SET version = {schema.VERSION + 1}", db)
+    with pytest.raises(BadInput, match="newer than this teamd"):
+        install_schema(pg_url)
+    done = teamctl(hermetic, pg_url, "create", "shop")
+    assert done.returncode == 2 and "newer than this teamd" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+    assert pg_cluster.sql("SELECT count(*) FROM teams", db) == [(0,)]
+
+
+def test_a_wrong_password_is_one_line_exit_2_never_showing_it(
+        pg_url: str, pg_cluster: Cluster, hermetic: Path) -> None:
+    db = database_name(pg_url)
+    good = pg_cluster.password_url(db, f"u{os.getpid()}", SECRET)
+    assert store_at(good, hermetic).team_names() == []  # the right one works
+    wrong = good.replace(SECRET, "not-" + SECRET)
+    with pytest.raises(BadInput, match="password authentication failed") as caught:
+        store_at(wrong, hermetic).team_names()
+    assert SECRET not in str(caught.value) and "***" in str(caught.value)
+    assert store_at(good, hermetic).description == good.replace(SECRET, "***")
+    done = teamctl(hermetic, wrong, "create", "shop")
+    assert done.returncode == 2, done
+    assert len(done.stderr.strip().splitlines()) == 1 and SECRET not in done.stderr
+    assert pg_cluster.sql("SELECT count(*) FROM teams", db) == [(0,)]
+
+
+@pytest.mark.parametrize("how", ["no-database", "bad-option", "bad-port"])
+def test_a_url_that_cannot_work_is_bad_input(pg_cluster: Cluster, hermetic: Path,
+                                             how: str) -> None:
+    url = {"no-database": pg_cluster.url("nosuchdb"),
+           "bad-option": pg_cluster.url() + "&nosuchoption=1",
+           "bad-port": "postgresql://postgres@localhost:notaport/x"}[how]
+    with pytest.raises(BadInput):
+        store_at(url, hermetic).team_names()
+
+
+def test_an_unreachable_server_is_exit_1(tmp_path: Path, hermetic: Path) -> None:
+    url = f"postgresql://postgres@/teamd?host={tmp_path}"  # no server listens there
+    with pytest.raises(StoreUnreachable) as caught:
+        store_at(url, hermetic).team_names()
+    assert caught.value.exit_code == 1
+    done = teamctl(hermetic, url, "status")
+    assert done.returncode == 1 and "cannot reach the store" in done.stderr, done
+
+
+def _deliver(url: str, root: Path) -> None:
+    store_at(url, root).deliver("t", "ann", [{"id": "m1", "type": "message"}])
+
+
+@pytest.mark.parametrize("at", ["1", "after:1"])
+def test_a_commit_is_a_durable_write_for_the_crash_points(
+        pg_url: str, hermetic: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        at: str) -> None:
+    store = store_at(pg_url, hermetic)
+    assert store.create_team("t", roster.new_roster("t", ""), SPEND)
+    log = tmp_path / "crash.log"
+    monkeypatch.setenv("TEAMD_CRASH_AT", at)
+    monkeypatch.setenv("TEAMD_CRASH_LOG", str(log))
+    child = ctx.Process(target=_deliver, args=(pg_url, hermetic))
+    child.start()  # a forked child reads the variables again
+    child.join(30)
+    assert child.exitcode == -9  # killed at its first commit
+    assert '"fired": 1' in log.read_text() and '"what": "commit"' in log.read_text()
+    assert store.has_mail("t", "ann") is at.startswith("after:")  # before: nothing of it
+
+
+def test_a_forked_child_opens_its_own_connection(pg_url: str, hermetic: Path) -> None:
+    store = store_at(pg_url, hermetic)
+    mine = store.db.one("SELECT pg_backend_pid()")
+    out = ctx.Queue()
+    child = ctx.Process(target=lambda: out.put(store.db.one("SELECT pg_backend_pid()")))
+    child.start()
+    theirs = out.get(timeout=30)
+    child.join(30)
+    assert child.exitcode == 0 and theirs != mine
+    assert store.db.one("SELECT pg_backend_pid()") == mine  # the child left ours alone
+
+
+def test_a_feed_whose_connection_is_cut_says_so_and_listens_again(
+        pg_url: str, pg_cluster: Cluster, hermetic: Path) -> None:
+    store = store_at(pg_url, hermetic)
+    assert store.create_team("t", roster.new_roster("t", ""), SPEND)
+    with store.changes(["t"]) as feed:
+        assert pg_cluster.terminate(database_name(pg_url)) >= 2  # the feed's and ours
+        assert feed.wait(10)
+        assert feed.drain() == ([], True)  # lost: read everything again
+        assert store.team_names() == ["t"]  # this thread's was cut too: opened again
+        store.deliver("t", "ann", [{"id": "m1", "type": "message"}])
+        seen: list[Change] = []
+        while Change(Kind.INBOX, "t", "ann") not in seen and feed.wait(10):
+            seen += feed.drain()[0]
+        assert Change(Kind.INBOX, "t", "ann") in seen
+
+
+def _nest(url: str, root: Path, roster_first: bool, rounds: int, go: object) -> int:
+    """Units nested two ways, each writing a state and journaling: the roster's unit
+    around the member's with the journal line between (as teamd writes a status), or the
+    member's alone with the line inside it (as a member does)."""
+    go.wait(30)  # type: ignore[attr-defined]
+    store = store_at(url, root)
+    line = [{"ts": 1.0, "event": "x"}]
+    for n in range(rounds):
+        if roster_first:
+            with store.roster_unit("t"):
+                store.emit("t", line, max_bytes=1 << 20, keep=1)
+                with store.member_unit("t", "ann"):
+                    store.write_state("t", "ann", {"name": "ann", "n": n})
+        else:
+            with store.member_unit("t", "ann"):
+                store.write_state("t", "ann", {"name": "ann", "n": n})
+                store.emit("t", line, max_bytes=1 << 20, keep=1)
+                store.deliver("t", "ann", [{"id": f"m{os.getpid()}-{n}", "type": "message"}])
+    return rounds
+
+
+@pytest.mark.timeout(120)
+def test_units_nested_two_ways_with_appends_never_deadlock(pg_url: str,
+                                                           hermetic: Path) -> None:
+    """An append's lock is taken at the commit: a journal line written inside a roster
+    unit does not hold the journal while the member's unit is waited for, so a member
+    journaling inside its own unit cannot wait on it in turn (PostgreSQL would abort one
+    of the two as a deadlock)."""
+    from tests.store.forked import race
+
+    store = store_at(pg_url, hermetic)
+    assert store.create_team("t", roster.new_roster("t", ""), SPEND)
+    done = race(_nest, [(pg_url, hermetic, i % 2 == 0, 60) for i in range(4)])
+    assert done == [60] * 4
+    assert len(store.read_journal("t")) == 4 * 60

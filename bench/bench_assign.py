@@ -69,7 +69,7 @@ def run(ctx: Context) -> list[Row]:
     actions.create_team(seed_ws, TEAM)
     for i in range(tasks):
         board.create(seed_ws, TEAM, f"task {i}")
-    fresh = {p: p.read_bytes() for p in seed_ws.store.paths.tasks_dir(TEAM).glob("*.json")}
+    fresh = bench_claims.files_reset(seed_ws)
     for r in range(rounds):
         rate, done, doubles = ours(sub(ctx, f"ours-{r}"), tasks)
         rates["ours"].append(rate)

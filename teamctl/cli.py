@@ -39,6 +39,7 @@ from teamd import (
     actions,
     crashpoints,
     roster,
+    settings,
     worktrees,
 )
 from teamd.errors import TeamdError

@@ -158,23 +158,32 @@ class Db:
         self._local.appends.setdefault(lock, []).append(write)
 
     def _commit(self, conn: Any) -> None:
+        """The appends under their locks, the notifications, COMMIT: pipelined, so what
+        needs no answer goes in one round trip with the COMMIT (a write that reads, as
+        the journal's part does, waits only for what was sent before it)."""
         local = self._local
-        for lock in sorted(local.appends, key=lambda name: (
-                APPEND_ORDER.index(name.split(":", 1)[0]), name)):
-            self._run(conn, "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (lock,))
-            for write in local.appends[lock]:
-                write()
-        local.appends = {}
-        if not local.wrote:
-            self._run(conn, "COMMIT")
-            return
-        if local.changes:
-            payloads = [json.dumps(list(change)) for change in local.changes]
-            self._run(conn, "SELECT pg_notify(%s, p) FROM unnest(%s::text[]) AS p",
-                      (CHANNEL, payloads))
-        crashpoints.before("commit", self.crash_path)
-        self._run(conn, "COMMIT")
-        crashpoints.after("commit", self.crash_path)
+        try:
+            with conn.pipeline():
+                for lock in sorted(local.appends, key=lambda name: (
+                        APPEND_ORDER.index(name.split(":", 1)[0]), name)):
+                    self._run(conn, "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
+                              (lock,))
+                    for write in local.appends[lock]:
+                        write()
+                local.appends = {}
+                if local.changes:
+                    payloads = [json.dumps(list(change)) for change in local.changes]
+                    self._run(conn, "SELECT pg_notify(%s, p) FROM unnest(%s::text[]) AS p",
+                              (CHANNEL, payloads))
+                if local.wrote:
+                    crashpoints.before("commit", self.crash_path)
+                self._run(conn, "COMMIT")
+        except psycopg.OperationalError as exc:  # raised at the pipeline's sync
+            if conn.broken or conn.closed:
+                raise explain(exc, self.url) from None
+            raise
+        if local.wrote:
+            crashpoints.after("commit", self.crash_path)
 
     def changed(self, kind: Kind, team: str, name: str | None = None) -> None:
         """Note a write, inside a unit: it is notified just before the commit."""

@@ -20,6 +20,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import partial
 
+from psycopg import sql
+
 from teamd.errors import BadInput, TeamdError
 from teamd.files import Json
 from teamd.store.changes import Kind
@@ -60,11 +62,14 @@ class Board(Base):
         """The board's lock shared (claims of other tasks go on beside this one; a
         `board_unit` waits for them all), the task's row locked `FOR UPDATE SKIP LOCKED`
         and read in the same statement: found, or skipped (another claim holds it)."""
-        with self.db.unit(lock_name("board", team), shared=True):
-            doc = self.db.one("SELECT t.doc FROM tasks t JOIN boards b ON b.team = t.team "
-                              "WHERE t.team = %s AND t.id = %s FOR UPDATE OF t SKIP LOCKED",
-                              (team, int(task_id)))
-            if doc is None and not self.board_exists(team):
+        locked = sql.SQL(
+            "WITH t AS (SELECT doc FROM tasks WHERE team = {0} AND id = {1} "
+            "FOR UPDATE SKIP LOCKED) "
+            "SELECT (SELECT doc FROM t), EXISTS (SELECT 1 FROM boards WHERE team = {0})"
+        ).format(sql.Literal(team), sql.Literal(int(task_id)))
+        with self.db.unit(lock_name("board", team), shared=True, first=locked) as rows:
+            [(doc, board)] = rows
+            if not board:
                 raise TeamdError(f"team {team!r} has no board in {self.description}")
             yield None if doc is None else check_task(doc, task_id,
                                                       self.where("tasks", team, task_id))

@@ -58,7 +58,8 @@ def read(ws: Workspace, team: str, task_id: int) -> Task | None:
 class _Board(Mapping[int, Task]):
     """The board as a mapping id → task that reads each task file only when first asked
     for it, so a change reads the tasks it touches, not the whole board (CONTRACT §5).
-    Iterating it lists the folder and reads every task: only for readers that want all."""
+    Iterating it lists the ids and reads every task one by one: readers that want all
+    use `read_all` (one read of the whole board)."""
 
     def __init__(self, ws: Workspace, team: str) -> None:
         self._ws, self._team = ws, team
@@ -90,8 +91,8 @@ class _Board(Mapping[int, Task]):
 
 
 def read_all(ws: Workspace, team: str) -> dict[int, Task]:
-    """Every readable task, in id order (a bad file is reported and skipped)."""
-    return dict(_Board(ws, team).items())
+    """Every readable task, in id order, read at once (a bad one is reported and skipped)."""
+    return {int(task["id"]): cast(Task, task) for task in ws.store.read_tasks(team)}
 
 
 def list_tasks(ws: Workspace, team: str) -> list[Json]:
@@ -273,29 +274,34 @@ def claim(ws: Workspace, team: str, member: str, task_id: int) -> Json | None:
 
     A task already taken (not pending, or another's) is refused on a look without a
     unit: a "no" is a read like any other, true when it was made, and racers that lost do
-    not queue only to learn it. The claim itself is the store's `claim_unit`: a claim
-    that finds another claim of the task under way has lost (CONTRACT §15, SKIP LOCKED).
-    Blockers cannot move meanwhile: only a board unit completes a task."""
+    not queue only to learn it. The claim itself is the store's `claim_unit`, which reads
+    the task inside it: a claim that finds another claim of the task under way has lost
+    (CONTRACT §15, SKIP LOCKED). Blockers cannot move meanwhile: only a board unit
+    completes a task."""
     seen = read(ws, team, task_id)
-    if seen is not None and not _open_to(seen, member):
+    if seen is None:
+        if not ws.store.board_exists(team):
+            raise roster.unknown_team(ws, team)
+        raise BadInput(f"unknown task #{task_id} in team {team!r}")
+    if not _open_to(seen, member):
         return None
-    if not ws.store.board_exists(team):
-        raise roster.unknown_team(ws, team)
-    with ws.store.claim_unit(team, task_id) as mine:
-        if not mine:
-            return None  # another claim of it is being made: this one lost
-        tasks: Mapping[int, Task] = _Board(ws, team)  # the task and its blockers only
-        if task_id not in tasks:
-            raise BadInput(f"unknown task #{task_id} in team {team!r}")
-        task = tasks[task_id]
-        if not is_claimable(tasks, task, member):
-            return None
-        now = time.time()
-        task.update({"owner": member, "status": "in_progress", "claimed_at": now})
-        _save(ws, team, task)
-        events.emit(ws, team, "task_claimed", member=member, task_id=task["id"],
-                    owner=member, status="in_progress")
-        return cast(Json, task)
+    try:
+        with ws.store.claim_unit(team, task_id) as found:
+            if found is None:
+                return None  # another claim of it is being made: this one lost
+            task = cast(Task, found)
+            tasks = _Board(ws, team)  # its blockers, read only if it has any
+            tasks.put(task)
+            if not is_claimable(tasks, task, member):
+                return None
+            task.update({"owner": member, "status": "in_progress", "claimed_at": time.time()})
+            _save(ws, team, task)
+            events.emit(ws, team, "task_claimed", member=member, task_id=task["id"],
+                        owner=member, status="in_progress")
+            return cast(Json, task)
+    except BadRecord as exc:
+        log.error("%s: skipped, not a task (%s)", exc.where, exc.why)
+        return None
 
 
 def release(ws: Workspace, team: str, member: str) -> list[int]:

@@ -157,12 +157,13 @@ class Store(Protocol):
         """The board's unit of work: task writes and new ids inside it are one step, and
         no other unit of the board runs meanwhile. TeamdError when there is no board."""
 
-    def claim_unit(self, team: str, task_id: int) -> AbstractContextManager[bool]:
+    def claim_unit(self, team: str, task_id: int) -> AbstractContextManager[Json | None]:
         """A claim's unit of work on task `task_id` (CONTRACT §5, §15: one transaction,
-        `SKIP LOCKED`): no `board_unit` runs meanwhile, nor another claim of that task,
-        while claims of other tasks may. Yields False, holding nothing, when another claim
-        of that task holds it at that moment (this one lost). TeamdError when there is no
-        board."""
+        `SELECT … FOR UPDATE SKIP LOCKED`): no `board_unit` runs meanwhile, nor another
+        claim of that task, while claims of other tasks may. Yields the task as it is now,
+        read inside the unit; None, holding nothing, when another claim of that task holds
+        it at that moment (this one lost) or there is no such task. TeamdError when there is
+        no board; BadRecord as for `read_task`."""
 
     def task_ids(self, team: str) -> list[int]:
         """The ids of the board's tasks, ascending, found without reading them ([] when
@@ -172,6 +173,11 @@ class Store(Protocol):
         """Task `task_id`, or None when there is none; BadRecord (teamd.store.errors) when
         what is kept under that id is not a task of that id (a hand edit: tasks are
         written whole)."""
+
+    def read_tasks(self, team: str) -> list[Json]:
+        """Every task of the board, in id order, read at once (one query on a database);
+        one that is not a task of its id is skipped and named in the log ([] when there is
+        no board)."""
 
     def write_task(self, team: str, task: Json) -> None:
         """Add or replace the task of `task["id"]`, inside the board's unit."""

@@ -7,9 +7,13 @@ it. `where` names the record for people (files: its path; a database: its table 
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from teamd.errors import TeamdError
+
+log = logging.getLogger(__name__)
 
 
 class BadRecord(TeamdError):
@@ -31,3 +35,18 @@ def check_task(doc: Any, task_id: int, where: str) -> dict[str, Any]:
     except (KeyError, TypeError, ValueError) as exc:
         raise BadRecord(where, str(exc)) from None
     return dict(doc)
+
+
+def good_tasks(found: Iterable[tuple[int, Callable[[], Any], str]]) -> list[dict[str, Any]]:
+    """The tasks of `found` (id, how to read its record, where it is), those that are not
+    a task of their id skipped and named in the log (a hand edit must not stop a team);
+    a record gone meanwhile (None) is left out."""
+    out: list[dict[str, Any]] = []
+    for task_id, read, where in found:
+        try:
+            doc = read()
+            if doc is not None:
+                out.append(check_task(doc, task_id, where))
+        except BadRecord as exc:
+            log.error("%s: skipped, not a task (%s)", exc.where, exc.why)
+    return out

@@ -43,6 +43,26 @@ def test_a_task_is_kept_and_read_back(store: Store, crew: str) -> None:
     assert store.task_ids(TEAM) == [1, 2] and store.top_task_id(TEAM) == 2
 
 
+def test_the_whole_board_is_read_at_once_in_id_order(store: Store, crew: str) -> None:
+    assert store.read_tasks(TEAM) == [] and store.read_tasks("nope") == []
+    ids = [add(store, subject=f"s{i}") for i in range(12)]  # 10 and 11 sort after 1 as text
+    with store.board_unit(TEAM):
+        store.write_task(TEAM, task(3, subject="s2", status="completed"))
+    got = store.read_tasks(TEAM)
+    assert [t["id"] for t in got] == ids == list(range(1, 13))
+    assert got == [store.read_task(TEAM, task_id) for task_id in ids]
+    assert got[2]["status"] == "completed"
+
+
+def test_a_claim_unit_reads_its_task_and_none_when_there_is_none(store: Store,
+                                                                 crew: str) -> None:
+    task_id = add(store, owner="bob")
+    with store.claim_unit(TEAM, task_id) as found:
+        assert found == task(task_id, owner="bob")
+    with store.claim_unit(TEAM, 99) as missing:
+        assert missing is None
+
+
 def test_ids_are_never_reused_not_even_those_of_tasks_never_written(store: Store,
                                                                     crew: str) -> None:
     add(store)
@@ -154,12 +174,12 @@ def test_a_unit_is_entered_again_by_the_process_that_holds_it(store: Store,
 
 
 def _claim_in_claim_unit(store: Store, task_id: int, me: str) -> bool:
-    """One claim as `board.claim` makes it: in the task's claim unit, re-checked there."""
-    with store.claim_unit(TEAM, task_id) as mine:
-        if not mine:
+    """One claim as `board.claim` makes it: in the task's claim unit, re-checked there on
+    the task the unit read."""
+    with store.claim_unit(TEAM, task_id) as found:
+        if found is None:
             return False  # another claim of it was under way: lost
-        found = store.read_task(TEAM, task_id)
-        assert found is not None
+        assert found == store.read_task(TEAM, task_id)
         if found["owner"] is not None or found["status"] != "pending":
             return False
         store.write_task(TEAM, {**found, "owner": me, "status": "in_progress"})

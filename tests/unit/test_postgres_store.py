@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -191,3 +192,42 @@ def test_units_nested_two_ways_with_appends_never_deadlock(pg_url: str,
     done = race(_nest, [(pg_url, hermetic, i % 2 == 0, 60) for i in range(4)])
     assert done == [60] * 4
     assert len(store.read_journal("t")) == 4 * 60
+
+
+def _hold_claim(url: str, root: Path, held: Any, release: Any) -> bool:
+    """Hold a claim of task 1 until told to let go."""
+    with store_at(url, root).claim_unit("t", 1) as found:
+        assert found is not None and found["id"] == 1
+        held.set()
+        assert release.wait(30)
+    return True
+
+
+@pytest.mark.timeout(120)
+def test_a_claim_of_a_task_another_claim_holds_is_lost_at_once(pg_url: str,
+                                                               hermetic: Path) -> None:
+    """SKIP LOCKED (CONTRACT §15): while a claim of task 1 is under way in another process,
+    a claim of task 1 yields None without waiting for it, a claim of task 2 goes on beside
+    it, and once the first is over task 1 can be claimed again."""
+    from tests.store.forked import results, start
+
+    store = store_at(pg_url, hermetic)
+    assert store.create_team("t", roster.new_roster("t", ""), SPEND)
+    with store.board_unit("t"):
+        for _ in range(2):
+            task_id = store.next_task_id("t")
+            store.write_task("t", {"schema": 1, "id": task_id, "status": "pending",
+                                   "owner": None, "blocked_by": []})
+    held, release = ctx.Event(), ctx.Event()
+    procs, out = start(_hold_claim, [(pg_url, hermetic, held, release)])
+    try:
+        assert held.wait(30)
+        with store.claim_unit("t", 1) as found:
+            assert found is None  # the other holds it: lost, not waited for
+        with store.claim_unit("t", 2) as other:
+            assert other is not None and other["id"] == 2
+    finally:
+        release.set()
+    assert results(procs, out) == [True]
+    with store.claim_unit("t", 1) as again:
+        assert again is not None and again["id"] == 1

@@ -13,10 +13,11 @@ import os
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
+from functools import partial
 
 from teamd import files
 from teamd.files import Json
-from teamd.store.errors import check_task
+from teamd.store.errors import check_task, good_tasks
 from teamd.store.files.base import Base
 from teamd.store.files.records import read_record
 from teamd.store.files.units import unit
@@ -26,8 +27,8 @@ _TASK_NAME = re.compile(r"([1-9][0-9]*)\.json")
 
 
 class Board(Base):
-    """board_exists, board_unit, claim_unit, task_ids, read_task, write_task, next_task_id,
-    top_task_id, raise_top_task_id."""
+    """board_exists, board_unit, claim_unit, task_ids, read_task, read_tasks, write_task,
+    next_task_id, top_task_id, raise_top_task_id."""
 
     def board_exists(self, team: str) -> bool:
         return self.paths.tasks_dir(team).is_dir()
@@ -38,10 +39,10 @@ class Board(Base):
             yield
 
     @contextmanager
-    def claim_unit(self, team: str, task_id: int) -> Iterator[bool]:
+    def claim_unit(self, team: str, task_id: int) -> Iterator[Json | None]:
         """The board's own unit: claims of different tasks take turns too."""
         with self.board_unit(team):
-            yield True
+            yield self.read_task(team, task_id)
 
     def task_ids(self, team: str) -> list[int]:
         try:
@@ -54,6 +55,11 @@ class Board(Base):
         path = self.paths.task(team, task_id)
         task = read_record(path)
         return None if task is None else check_task(task, task_id, str(path))
+
+    def read_tasks(self, team: str) -> list[Json]:
+        paths = ((task_id, self.paths.task(team, task_id)) for task_id in self.task_ids(team))
+        return good_tasks((task_id, partial(read_record, path), str(path))
+                          for task_id, path in paths)
 
     def write_task(self, team: str, task: Json) -> None:
         files.write_json(self.paths.task(team, int(task["id"])), task)

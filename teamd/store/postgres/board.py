@@ -3,24 +3,29 @@
 A board is its row in `boards`, whose `top_id` is the team's id high-water mark: advanced
 in the board's unit, in the same transaction as the task of the new id, never lowered, so
 an id is never handed out twice nor reused. A claim (`claim_unit`) shares the board's lock
-with other claims and takes its task's own without waiting — a claim that finds it taken
-has lost, as with `SKIP LOCKED` — so racers for different tasks do not queue behind one
-another; a `board_unit` holds the board's lock alone. Tasks are rows of `tasks`, requests of
-`requests`; the team's "always" answers are `permissions.json`'s document in `team_docs`.
-Each unit is the transaction holding the advisory lock of what it guards.
+with other claims and locks its task's row with `SELECT … FOR UPDATE SKIP LOCKED`, reading
+it in the same statement — a claim that finds it locked has lost — so racers for different
+tasks do not queue behind one another; a `board_unit` holds the board's lock alone. Tasks
+are rows of `tasks`, requests of `requests`; the team's "always" answers are
+`permissions.json`'s document in `team_docs`. Each unit is the transaction holding the
+advisory lock of what it guards.
 """
 
 from __future__ import annotations
 
+import copy
 import logging
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
+from functools import partial
+
+from psycopg import sql
 
 from teamd.errors import BadInput, TeamdError
 from teamd.files import Json
 from teamd.store.changes import Kind
-from teamd.store.errors import BadRecord, check_task
+from teamd.store.errors import BadRecord, check_task, good_tasks
 from teamd.store.postgres.base import Base, jsonb, lock_name
 
 log = logging.getLogger(__name__)
@@ -38,8 +43,9 @@ def _request_id(request_id: str) -> str:
 
 
 class Board(Base):
-    """board_exists, board_unit, claim_unit, task_ids, read_task, write_task, next_task_id,
-    top_task_id; request_unit, create/read/write/list requests; always_rules, add_always."""
+    """board_exists, board_unit, claim_unit, task_ids, read_task, read_tasks, write_task,
+    next_task_id, top_task_id; request_unit, create/read/write/list requests; always_rules,
+    add_always."""
 
     def board_exists(self, team: str) -> bool:
         return self.db.one("SELECT 1 FROM boards WHERE team = %s", (team,)) is not None
@@ -52,14 +58,21 @@ class Board(Base):
             yield
 
     @contextmanager
-    def claim_unit(self, team: str, task_id: int) -> Iterator[bool]:
+    def claim_unit(self, team: str, task_id: int) -> Iterator[Json | None]:
         """The board's lock shared (claims of other tasks go on beside this one; a
-        `board_unit` waits for them all), the task's own tried: taken, or skipped."""
-        with self.db.unit(lock_name("board", team), shared=True):
-            if not self.board_exists(team):
+        `board_unit` waits for them all), the task's row locked `FOR UPDATE SKIP LOCKED`
+        and read in the same statement: found, or skipped (another claim holds it)."""
+        locked = sql.SQL(
+            "WITH t AS (SELECT doc FROM tasks WHERE team = {0} AND id = {1} "
+            "FOR UPDATE SKIP LOCKED) "
+            "SELECT (SELECT doc FROM t), EXISTS (SELECT 1 FROM boards WHERE team = {0})"
+        ).format(sql.Literal(team), sql.Literal(int(task_id)))
+        with self.db.unit(lock_name("board", team), shared=True, first=locked) as rows:
+            [(doc, board)] = rows
+            if not board:
                 raise TeamdError(f"team {team!r} has no board in {self.description}")
-            yield bool(self.db.one("SELECT pg_try_advisory_xact_lock(hashtextextended(%s, 0))",
-                                   (lock_name("task", team, str(int(task_id))),)))
+            yield None if doc is None else check_task(doc, task_id,
+                                                      self.where("tasks", team, task_id))
 
     def task_ids(self, team: str) -> list[int]:
         return [int(r[0]) for r in self.db.rows(
@@ -69,6 +82,11 @@ class Board(Base):
         doc = self.db.one("SELECT doc FROM tasks WHERE team = %s AND id = %s",
                           (team, int(task_id)))
         return None if doc is None else check_task(doc, task_id, self.where("tasks", team, task_id))
+
+    def read_tasks(self, team: str) -> list[Json]:
+        rows = self.db.rows("SELECT id, doc FROM tasks WHERE team = %s ORDER BY id", (team,))
+        return good_tasks((int(task_id), partial(copy.copy, doc),
+                           self.where("tasks", team, task_id)) for task_id, doc in rows)
 
     def write_task(self, team: str, task: Json) -> None:
         task_id = int(task["id"])

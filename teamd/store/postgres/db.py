@@ -85,10 +85,12 @@ class Db:
 
     # -- units -----------------------------------------------------------------------
     @contextmanager
-    def unit(self, *locks: str, shared: bool = False) -> Iterator[Any]:
+    def unit(self, *locks: str, shared: bool = False,
+             first: sql.Composable | None = None) -> Iterator[list[Any]]:
         """A unit of work holding the advisory locks named by `locks` (in the order given;
         `shared`: with other shared holders): this thread's transaction, begun here unless
-        one is open. Yields the connection."""
+        one is open. `first`: a statement (its values inlined) sent in the same round trip
+        as the BEGIN and the locks; yields its rows ([] without one)."""
         local = self._local
         conn = self.conn()
         outer = local.depth == 0
@@ -99,15 +101,22 @@ class Db:
         take = "pg_advisory_xact_lock_shared" if shared else "pg_advisory_xact_lock"
         statements += [sql.SQL("SELECT {}(hashtextextended({}, 0))").format(
             sql.Identifier(take), sql.Literal(name)).as_string(conn) for name in locks]
+        if first is not None:
+            statements.append(first.as_string(conn))
         local.depth += 1
         try:
+            rows: list[Any] = []
             if statements:
                 query = "; ".join(statements).encode()
                 if outer:
-                    conn = self._again(conn, query)
+                    conn, cur = self._again(conn, query)
                 else:
-                    self._run(conn, query, prepare=False)
-            yield conn
+                    cur = self._run(conn, query, prepare=False)
+                if first is not None:
+                    while cur.nextset():  # its rows are the last result's
+                        pass
+                    rows = list(cur.fetchall())
+            yield rows
         except BaseException:
             local.depth -= 1
             if outer:
@@ -130,19 +139,17 @@ class Db:
                 raise explain(exc, self.url) from None
             raise
 
-    def _again(self, conn: Any, query: Any, args: Sequence[Any] | None = None) -> Any:
+    def _again(self, conn: Any, query: Any) -> tuple[Any, Any]:
         """Run the first statement of a step on `conn`; on a connection lost since its last
         use (a server restarted, a link cut), once more on a new one: nothing of the step
-        was done yet. The connection it ran on."""
+        was done yet. The connection it ran on, and its cursor."""
         try:
-            self._run(conn, query, args, prepare=False)
-            return conn
+            return conn, self._run(conn, query, prepare=False)
         except StoreUnreachable:
             if not conn.closed:
                 raise
         conn = self.conn()  # a new one: the old is closed
-        self._run(conn, query, args, prepare=False)
-        return conn
+        return conn, self._run(conn, query, prepare=False)
 
     def _rollback(self, conn: Any) -> None:
         try:
@@ -158,23 +165,32 @@ class Db:
         self._local.appends.setdefault(lock, []).append(write)
 
     def _commit(self, conn: Any) -> None:
+        """The appends under their locks, the notifications, COMMIT: pipelined, so what
+        needs no answer goes in one round trip with the COMMIT (a write that reads, as
+        the journal's part does, waits only for what was sent before it)."""
         local = self._local
-        for lock in sorted(local.appends, key=lambda name: (
-                APPEND_ORDER.index(name.split(":", 1)[0]), name)):
-            self._run(conn, "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (lock,))
-            for write in local.appends[lock]:
-                write()
-        local.appends = {}
-        if not local.wrote:
-            self._run(conn, "COMMIT")
-            return
-        if local.changes:
-            payloads = [json.dumps(list(change)) for change in local.changes]
-            self._run(conn, "SELECT pg_notify(%s, p) FROM unnest(%s::text[]) AS p",
-                      (CHANNEL, payloads))
-        crashpoints.before("commit", self.crash_path)
-        self._run(conn, "COMMIT")
-        crashpoints.after("commit", self.crash_path)
+        try:
+            with conn.pipeline():
+                for lock in sorted(local.appends, key=lambda name: (
+                        APPEND_ORDER.index(name.split(":", 1)[0]), name)):
+                    self._run(conn, "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
+                              (lock,))
+                    for write in local.appends[lock]:
+                        write()
+                local.appends = {}
+                if local.changes:
+                    payloads = [json.dumps(list(change)) for change in local.changes]
+                    self._run(conn, "SELECT pg_notify(%s, p) FROM unnest(%s::text[]) AS p",
+                              (CHANNEL, payloads))
+                if local.wrote:
+                    crashpoints.before("commit", self.crash_path)
+                self._run(conn, "COMMIT")
+        except psycopg.OperationalError as exc:  # raised at the pipeline's sync
+            if conn.broken or conn.closed:
+                raise explain(exc, self.url) from None
+            raise
+        if local.wrote:
+            crashpoints.after("commit", self.crash_path)
 
     def changed(self, kind: Kind, team: str, name: str | None = None) -> None:
         """Note a write, inside a unit: it is notified just before the commit."""

@@ -20,7 +20,8 @@ member sends (leaving plan mode: `set_permission_mode`) go in on stdin between u
 
 The CLI is the member's child, in a process group of its own, and dies with it
 (PR_SET_PDEATHSIG): killed with the member, even by SIGKILL. A reader thread turns its
-stdout into events on a queue; `None` on the queue is its end (the CLI died or closed).
+stdout into events on a queue; `None` on the queue is its end (the CLI died or closed);
+`ended`, a pidfd, wakes the member's waits when it dies.
 """
 
 from __future__ import annotations
@@ -135,6 +136,8 @@ class ClaudeProcess:
             argv, cwd=cwd, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
             stderr=None, start_new_session=True, close_fds=True,  # its errors: the log
             preexec_fn=lambda: proc.die_with_parent(signal.SIGKILL, parent))
+        #: readable once the CLI has ended (a pidfd): the member's waits watch it
+        self.ended = os.pidfd_open(self.popen.pid)
         self.events: queue.Queue[Json | None] = queue.Queue()
         self._writing = threading.Lock()  # stdin: the reader's answers, the member's turns
         assert self.popen.stdout is not None
@@ -203,3 +206,6 @@ class ClaudeProcess:
             self.popen.wait(timeout=10)
         except subprocess.TimeoutExpired:
             log.warning("claude code %d did not die within 10 s of SIGKILL", proc_group)
+        if self.ended >= 0:
+            os.close(self.ended)
+            self.ended = -1

@@ -45,6 +45,7 @@ from teamd.agent.claude_code.plan import PLAN_NOTE, PlanMode
 from teamd.agent.forwarder import Forwarder
 from teamd.agent.runtime import GOES_ON, TurnOutcome
 from teamd.agent.session import INTERRUPTED, render_message
+from teamd.agent.shutdowns import Leave
 from teamd.agent.tool_handlers import ToolResult
 from teamd.agent.tools import journal_call
 from teamd.files import Json
@@ -136,6 +137,7 @@ class ClaudeCodeRuntime:
             self.home, self.forwarder.url, self.forwarder.stand_in))
         log.info("claude code %d started (%s session %s)", self.cli.pid,
                  "resuming" if resume else "new", self.session_id)
+        m.waits.watch_agent(self.cli.ended, self.check_alive)  # idle, paused or waiting
         return None
 
     def awaits_input(self) -> bool:
@@ -153,7 +155,8 @@ class ClaudeCodeRuntime:
             if self.m.standing.status != Status.ACTIVE:
                 self.m.standing.set_status(Status.ACTIVE)
             if not cli.send(text):
-                break  # its end is on the event queue: the crash is seen below
+                # its input is given again after the restart: it was not taken in
+                return TurnOutcome(exit_code=self.died())
             self.given.add(index)
             self.busy = True
         if not self.busy:
@@ -163,10 +166,22 @@ class ClaudeCodeRuntime:
         except queue.Empty:
             return self.settled()
         if event is None:
-            log.error("claude code %d died on its own (exit %s): the member crashes",
-                      cli.pid, cli.popen.wait())
-            return TurnOutcome(exit_code=EXIT_CRASH)
+            return TurnOutcome(exit_code=self.died())
         return self.heard(event)
+
+    def died(self) -> int:
+        """Claude Code is gone on its own: a crash of the member (its exit code), which
+        teamd restarts by policy and which resumes the session."""
+        assert self.cli is not None
+        log.error("claude code %d died on its own (exit %s): the member crashes",
+                  self.cli.pid, self.cli.popen.wait())
+        return EXIT_CRASH
+
+    def check_alive(self) -> None:
+        """After each wait of the member (idle, paused, waiting for an answer): a Claude
+        Code that died meanwhile ends the member as a crash (`Leave`)."""
+        if self.cli is not None and not self.cli.alive():
+            raise Leave(self.died())
 
     def stop(self) -> None:
         if self.cli is not None:

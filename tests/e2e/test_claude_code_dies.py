@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import psutil
+
 from teamd import actions
 from teamd.layout import Workspace
 from teamd.scripted import ScriptedServer
@@ -26,8 +28,12 @@ def killed_and_restarted(ws: Workspace) -> None:
     cli.kill()
     wait_until(lambda: gone(cli), SLOW, "the killed Claude Code gone")
     assert wait_until(lambda: exit_codes(ws, CC), SLOW, "the member's exit") == [(1, None)]
-    again = wait_until(lambda: (c := claude_of(ws, CC)).pid != cli.pid and c, SLOW,
-                       "a new Claude Code")
+
+    def fresh() -> psutil.Process | None:
+        found = claude_of(ws, CC)
+        return found if found.pid != cli.pid else None
+
+    again = wait_until(fresh, SLOW, "a new Claude Code")
     resumed = again.cmdline()
     assert resumed[resumed.index("--resume") + 1] == session
 

@@ -6,8 +6,9 @@ protocol, status); this runtime starts the forwarder (`teamd.agent.forwarder`) a
 (`process`) with the member, and each turn:
 
 - gives Claude Code, as user turns, the member's recorded input it has not been given yet
-  (the prompt, inbox messages in section 6's form, `<auto-claimed>` tasks, hook feedback):
-  each is in the session before it is written to the CLI. Written while Claude Code works,
+  (the opening turn, `OPENING` — the member's prompt is in its system prompt —, inbox
+  messages in section 6's form, `<auto-claimed>` tasks, hook feedback): each is in the
+  session before it is written to the CLI. Written while Claude Code works,
   a turn is absorbed after its next tool call (Claude Code 2.1.332, measured): a message
   never waits for the end of a long turn;
 - mirrors what Claude Code says (its replies, tool calls and results) into the session, so
@@ -68,6 +69,10 @@ EXIT_CRASH = 1
 TOOLS_NOTE = ("In Claude Code, the team's tools are those of the MCP server `teamd` "
               "(mcp__teamd__SendMessage, mcp__teamd__TaskUpdate, …), and bash, read_file, "
               "write_file and edit_file are your Bash, Read, Write and Edit.")
+#: how the member's prompt is introduced in Claude Code's system prompt
+INSTRUCTIONS = "Your instructions:\n"
+#: the first user turn of a new conversation: the member's prompt is in the system prompt
+OPENING = "Begin: do what your instructions in the system prompt ask."
 #: the user turn that lets Claude Code go on once the budget that paused it is raised
 GO_ON = "The budget that paused your work was raised: go on from where you were."
 
@@ -106,6 +111,9 @@ class ClaudeCodeRuntime:
         self.plan = PlanMode(member)
 
     # -- the Runtime interface -----------------------------------------------------------
+    def opening(self) -> str:
+        return OPENING
+
     def start(self) -> int | None:
         m = self.m
         known = [r["id"] for r in m.session.records if r["type"] == SESSION_RECORD]
@@ -129,7 +137,8 @@ class ClaudeCodeRuntime:
         notes = f"{TOOLS_NOTE}\n{PLAN_NOTE}" if m.toolbox.plan_mode_required else TOOLS_NOTE
         argv = process.command(
             m.conf.claude_code, model=m.model_name, effort=m.effort or m.conf.effort,
-            system=f"{m.system}\n{notes}", session_id=self.session_id, resume=resume,
+            system=f"{m.system}\n\n{INSTRUCTIONS}{m.prompt}\n\n{notes}",
+            session_id=self.session_id, resume=resume,
             mcp=process.mcp_config(m.ws.root, m.team, m.name),
             settings=pretool.settings_json(m.ws.root, m.team, m.name, os.getpid()),
             planning=self.plan.starts_planning())

@@ -30,6 +30,7 @@ import json
 import logging
 import os
 import queue
+import shlex
 import signal
 import subprocess
 import sys
@@ -72,6 +73,25 @@ def mcp_config(root: Path, team: str, name: str) -> str:
     return json.dumps({"mcpServers": {MCP_NAME: server}})
 
 
+#: what a PreToolUse hook's command becomes (`fenced`): run in a shell of its own, any
+#: exit but 0 (its decision) and 2 (refused) — it could not start, it crashed, it was
+#: killed — is a refusal, so a project's pre-allowed tools never run on a failed hook
+FAIL_CLOSED = ("/bin/sh -c {command}; rc=$?; case $rc in 0|2) exit $rc;; esac; "
+               'echo "teamd: the rules hook failed (exit $rc): refused" >&2; exit 2')
+
+
+def fenced(settings: str) -> str:
+    """The `--settings` JSON as the CLI gets it, whatever the project's own settings say:
+    bypass mode switched off, and each PreToolUse hook failing closed (`FAIL_CLOSED`)."""
+    given = json.loads(settings)
+    for entry in given.get("hooks", {}).get("PreToolUse", []):
+        for hook in entry.get("hooks", []):
+            if hook.get("type") == "command":
+                hook["command"] = FAIL_CLOSED.format(command=shlex.quote(hook["command"]))
+    permissions = {**given.get("permissions", {}), "disableBypassPermissionsMode": "disable"}
+    return json.dumps({**given, "permissions": permissions})
+
+
 def command(program: str, *, model: str, effort: str, system: str, session_id: str,
             resume: bool, mcp: str, settings: str, planning: bool = False) -> list[str]:
     """The CLI's argument vector (`settings`: the PreToolUse hook, `pretool`; `planning`:
@@ -79,14 +99,13 @@ def command(program: str, *, model: str, effort: str, system: str, session_id: s
     argv = [os.path.expanduser(program), "-p", "--verbose", "--input-format", "stream-json",
             "--output-format", "stream-json", "--model", model,
             "--append-system-prompt", system, "--mcp-config", mcp, "--strict-mcp-config",
-            "--settings", settings,
+            "--settings", fenced(settings),
             # only the team tools are pre-allowed (never ruled); Claude Code's own run on
             # the rules hook's `allow` alone (`pretool`), so a hook that fails refuses
             "--allowedTools", f"mcp__{MCP_NAME}",
             "--disallowedTools", ",".join(SHADOWED + NOT_HEADLESS),
             "--permission-prompt-tool", "stdio"]
-    if planning:
-        argv += ["--permission-mode", "plan"]
+    argv += ["--permission-mode", "plan" if planning else "default"]
     if effort:
         argv += ["--effort", effort]
     argv += ["--resume", session_id] if resume else ["--session-id", session_id]

@@ -14,7 +14,7 @@ from teamd import actions
 from teamd.layout import Workspace
 from teamd.scripted import ScriptedServer
 from tests.claude_code_team import CC, SLOW, awake_with, claude_of, user_turns_with
-from tests.e2e.test_claude_code_budget import cap_at_the_next_call
+from tests.e2e.test_claude_code_budget import paused_at_spend_2
 from tests.harness import TEAM, asked, exit_codes, gone, wait_status, wait_until
 
 
@@ -60,12 +60,7 @@ def test_claude_code_killed_while_paused_crashes_the_member_which_goes_on_once_r
              "reply": {"content": "passed"}},
             {"name": "finished", "agent": CC, "contains": "SPEND-2",
              "reply": {"content": "finished"}})):
-        cap_at_the_next_call(ws)
-        actions.send(ws, TEAM, CC, "SPEND-1 this call passes the budget")
-        server.wait_for(asked("SPEND-1", CC), SLOW)
-        wait_status(ws, CC, "idle", SLOW)
-        actions.send(ws, TEAM, CC, "SPEND-2 this one is refused")
-        wait_status(ws, CC, "paused", SLOW)
+        paused_at_spend_2(ws, server)
         assert [r for r in server.requests if "SPEND-2" in str(r["body"]["messages"])] == []
         killed_and_restarted(ws)
         wait_status(ws, CC, "paused", SLOW)  # restarted, still at its budget

@@ -24,6 +24,7 @@ FAILING = {"cannot start": "/nonexistent/teamd-hook", "dies": "kill -9 $$"}
 #: a project's own Claude Code settings that would let the call run without asking
 LOOSE = {"none": None,
          "bypass": {"permissions": {"defaultMode": "bypassPermissions", "allow": ["Bash"]}},
+         "bypass alone": {"permissions": {"defaultMode": "bypassPermissions"}},
          "accept edits": {"permissions": {"defaultMode": "acceptEdits",
                                           "allow": ["Bash(*)", "Bash(touch:*)"]}}}
 

@@ -50,6 +50,9 @@ class BuiltinRuntime:
         self.api_failures = 0
 
     # -- the Runtime interface -----------------------------------------------------------
+    def opening(self) -> str:
+        return self.m.prompt
+
     def start(self) -> int | None:
         """Tool calls of the last turn with no result: the process died during them. One
         that ran, or may have, is never run again (INTERRUPTED); one that was waiting for

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from teamd import prices
+from teamd import prices, runtimes
 from teamd.files import Json
 from teamd.model_limits import adaptive_thinking
 
@@ -38,7 +38,15 @@ def system_prompt(member: Mapping[str, Any], team: str, cwd: str) -> str:
     lines = [identity(name, team, kind)]
     if member.get("role"):
         lines.append(f"Your role: {member['role']}.")
-    lines.append(f"Your working directory is {cwd}; file tools and bash are confined to it.")
+    if runtimes.of(member) == runtimes.CLAUDE_CODE:  # its own tools reach past the cwd
+        lines.append(
+            f"Your working directory is {cwd}. Every tool call of yours passes the team's "
+            "rules first; your writing tools (Write, Edit, MultiEdit, NotebookEdit) may not "
+            "touch teamd's own files (teamd.toml, .teams/, .tasks/) or another member's "
+            "worktree.")
+    else:
+        lines.append(
+            f"Your working directory is {cwd}; file tools and bash are confined to it.")
     lines.append(
         "Messages from your team arrive as <teammate-message sender=… type=…> blocks. "
         "Reply with the SendMessage tool; plain text in your reply is seen by nobody.")

@@ -127,10 +127,12 @@ class Member:
         os.kill(os.getpid(), signal.SIGTERM)
 
     def open_conversation(self) -> None:
-        """A first start: the member's prompt opens its conversation."""
+        """A first start: the agent's opening turn (the member's prompt, or for an agent
+        with the prompt in its system prompt, a turn that sets it to work) opens its
+        conversation."""
         if self.session.empty:
             self.session.append({"type": "user", "content": [
-                {"type": "text", "text": self.prompt}]})
+                {"type": "text", "text": self.runtime.opening()}]})
 
     def work(self) -> int | None:
         """One turn of the agent, and what the member does after it. An exit code ends

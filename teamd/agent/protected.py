@@ -6,13 +6,20 @@ the root, for the files store) — hold the rules, the roster and the board that
 model: a model that could rewrite them could free itself. Another member's worktree
 (anything under `.worktrees/` but the member's own `.worktrees/{team}/{name}/`) is that
 member's work. Paths are judged once every symlink is resolved; reading them stays allowed.
+
+The API key file (`api_key_file`; for a systemd credential, its whole folder) is out of
+every file tool's reach, reading included (`check_key`): a Claude Code member's `Read`,
+`Grep` or `Glob` of it, or of a folder holding it, is refused like the built-in
+`read_file`'s. (A shell command runs as the user: the README says what holds for `bash`.)
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
 
+from teamd import apikey
 from teamd.agent.tools_files import ToolError
 from teamd.layout import Workspace
 
@@ -20,6 +27,7 @@ from teamd.layout import Workspace
 WRITING_TOOLS = ("write_file", "edit_file")
 OWN_FILES = "refused: teamd's own files"
 OTHER_WORKTREE = "refused: another member's worktree"
+KEY_FILE = "refused: the API key file"
 
 
 def _real(path: Path) -> Path:
@@ -42,3 +50,27 @@ def check_write(ws: Workspace, team: str, member: str, target: Path) -> None:
             resolved, _real(ws.worktrees_root / team / member)):
         raise ToolError(f"{OTHER_WORKTREE} ({resolved}): work in your own directory, or "
                         "message its owner")
+
+
+def key_place(setting: str, environ: Mapping[str, str]) -> Path | None:
+    """What `api_key_file` keeps out of reach: the file, or the credentials folder of a
+    systemd credential (a bare name); None without one (or a folder not known here)."""
+    if not setting:
+        return None
+    if "/" not in setting:
+        folder = environ.get(apikey.CREDENTIALS_ENV)
+        return Path(folder) if folder else None
+    return Path(setting)
+
+
+def check_key(setting: str, environ: Mapping[str, str], cwd: Path, path: str) -> None:
+    """ToolError when `path` (relative to `cwd`) is the API key file, inside its folder
+    (a systemd credential), or a folder that holds it (a search would read it)."""
+    place = key_place(setting, environ)
+    if place is None:
+        return
+    target = Path(path).expanduser()
+    resolved, key = _real(target if target.is_absolute() else cwd / target), _real(place)
+    if _inside(resolved, key) or _inside(key, resolved):
+        raise ToolError(f"{KEY_FILE} ({resolved}): no tool reads it; the team's model calls "
+                        "carry the key without it")

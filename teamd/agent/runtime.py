@@ -38,6 +38,11 @@ GOES_ON = TurnOutcome()
 class Runtime(Protocol):
     """An agent a member runs. One instance per member process."""
 
+    def opening(self) -> str:
+        """The first user turn of a member's new conversation (recorded once, before
+        `start`): the built-in loop is given the member's prompt; an agent that has the
+        prompt in its system prompt, a turn that sets it to work on it."""
+
     def start(self) -> int | None:
         """Settle what the last process of this member left unfinished (a tool call cut
         by a restart); an exit code ends the process at once."""

@@ -25,8 +25,9 @@ log = logging.getLogger(__name__)
 
 
 class Leave(Exception):
-    """Raised from a wait deep in a call (a retry, the shared back-off) when the member has
-    approved a shutdown: it unwinds to `run_member`, which exits with `code`."""
+    """Raised from a wait deep in a call (a retry, the shared back-off) when the member
+    leaves: it has approved a shutdown, or its agent's own process died (a crash, `Waits.
+    watch_agent`). It unwinds to `run_member`, which exits with `code`."""
 
     def __init__(self, code: int) -> None:
         super().__init__(code)

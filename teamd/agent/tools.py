@@ -186,6 +186,9 @@ class Toolbox:
         args = validate_input(name, tool_input) if name is not None else {}
         if name in GATED:
             self._check_plan_gate()
+        if name in permission_rules.RULED and "path" in args:  # no rule opens the key
+            protected.check_key(self.settings().api_key_file, os.environ, self.cwd,
+                                args["path"])
         if name in protected.WRITING_TOOLS:  # before the rules: no rule can open these
             self.guard_write(confine(self.cwd, args["path"]))
         approved = None

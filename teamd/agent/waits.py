@@ -4,7 +4,8 @@ at once.
 
 Every wait of a member — idle, a permission asked, a budget reached, a retry's back-off —
 blocks here, on one watcher made at the first wait and kept for the life of the process:
-a wait costs no inotify instance, so nothing runs out with the size of the team.
+a wait costs no inotify instance, so nothing runs out with the size of the team. A wait
+also ends when the agent's own process does (`watch_agent`).
 """
 
 from __future__ import annotations
@@ -76,6 +77,15 @@ class Waits:
         self.waker: wake.MemberWake | None = None
         self.wakeup = -1  # read end of the signal wakeup pipe (see `catch_signals`)
         self.watch_roster = False
+        #: the agent's own process, when it runs one (`watch_agent`): a descriptor
+        #: readable once that process ends, and what the member does then
+        self.agent: tuple[int, Callable[[], None]] | None = None
+
+    def watch_agent(self, fd: int, ended: Callable[[], None]) -> None:
+        """Every wait from now on also wakes when the agent's process ends (`fd`: a
+        pidfd, readable then, no polling), and calls `ended` after each wake: it raises
+        (`Leave`) when that process is gone, so no wait outlives the agent."""
+        self.agent = (fd, ended)
 
     def catch_signals(self) -> None:
         """A signal handler is Python code, run between bytecodes: a SIGTERM landing just
@@ -87,10 +97,12 @@ class Waits:
     def wait_on(self, watcher: wake.MemberWake, timeout: float | None) -> None:
         """`watcher.wait(timeout)` that a signal also ends (see `catch_signals`): on return
         to Python its handler runs."""
-        also = [self.wakeup] if self.wakeup >= 0 else []
-        watcher.wait(timeout, also=also)
-        if also:
+        agent = [self.agent[0]] if self.agent is not None else []
+        watcher.wait(timeout, also=[self.wakeup, *agent] if self.wakeup >= 0 else agent)
+        if self.wakeup >= 0:
             drain_fd(self.wakeup)
+        if self.agent is not None:
+            self.agent[1]()
 
     def watcher(self) -> wake.MemberWake:
         """What every wait of this member blocks on, made at the first wait and kept for

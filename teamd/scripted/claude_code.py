@@ -7,7 +7,9 @@ betas in the `anthropic-beta` header, adaptive `thinking` (`display: "updates"` 
 `system` parameter — turns of role `system` inside `messages` (its environment notes); an
 interactive one also probes `HEAD /api/hello`. This module owns reading those: the betas
 of a request, the text of its `system` turns (rules' `system_contains` and the identity
-line see it as part of the system prompt), and the 400s the API gives for a malformed
+line see it as part of the system prompt; those after the last user turn — input written
+while Claude Code worked — are also that request's new input for `contains` and `regex`),
+and the 400s the API gives for a malformed
 `output_config` or `context_management`. Its tools (`Bash`, `Read`, `Edit`, `Write`,
 `mcp__teamd__SendMessage`, …) are scripted like any other: a `tool_use` block by name.
 """

@@ -168,6 +168,10 @@ class RequestView:
         last_user = (
             content_text(messages[user_index].get("content")) if user_index is not None else ""
         )
+        if user_index is not None and (late := system_turns(messages[user_index + 1:])):
+            # Claude Code gives input written while it works as `system` turns after its
+            # next tool result: part of the request's new input, as rules see it
+            last_user = f"{last_user}\n{late}"
         identity = parse_identity(body.get("system"), messages)
         return cls(
             body=dict(body),

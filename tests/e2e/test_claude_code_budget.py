@@ -50,6 +50,17 @@ def cap_at_the_next_call(ws: Workspace) -> None:
     actions.set_budget(ws, TEAM, f"{spent + 1e-9:.12f}", member=CC)
 
 
+def paused_at_spend_2(ws: Workspace, server: ScriptedServer) -> None:
+    """cc, idle, capped at its next call: SPEND-1 passes the budget, SPEND-2 is refused
+    and leaves it `paused`."""
+    cap_at_the_next_call(ws)
+    actions.send(ws, TEAM, CC, "SPEND-1 this call passes the budget")
+    server.wait_for(asked("SPEND-1", CC), SLOW)
+    wait_status(ws, CC, "idle", SLOW)
+    actions.send(ws, TEAM, CC, "SPEND-2 this one is refused")
+    wait_status(ws, CC, "paused", SLOW)
+
+
 def test_a_budget_crossed_mid_turn_pauses_it_and_raised_it_finishes_the_turn(
         ws: Workspace, server: ScriptedServer, workdir: Path, claude: Path) -> None:
     log = workdir / "steps.log"
@@ -108,12 +119,7 @@ def test_a_paused_claude_code_member_answers_a_shutdown_and_leaves(
     spawn_claude_code(ws, workdir, claude)
     with running_teamd(ws, server.url):
         wait_status(ws, CC, "idle", SLOW)
-        cap_at_the_next_call(ws)
-        actions.send(ws, TEAM, CC, "SPEND-1 this call passes the budget")
-        server.wait_for(asked("SPEND-1", CC), SLOW)
-        wait_status(ws, CC, "idle", SLOW)
-        actions.send(ws, TEAM, CC, "SPEND-2 this one is refused")
-        wait_status(ws, CC, "paused", SLOW)
+        paused_at_spend_2(ws, server)
         cli, pid = claude_of(ws, CC), live_pid(ws, TEAM, CC)
         assert pid is not None
         calls = len(server.requests)

@@ -2,7 +2,9 @@
 real pinned CLI, run with the very command line a member gives it (`process.command`),
 against the scripted server — but with a PreToolUse hook that cannot start, or dies. None
 of Claude Code's own tools is pre-allowed, so only the hook's `allow` runs one: the
-`Bash` call never runs, and the model is told so."""
+`Bash` call never runs, and the model is told so — even where the project's own
+`.claude/settings.json` pre-allows `Bash` and sets `bypassPermissions` or `acceptEdits`
+(Claude Code is started in its `default` permission mode, bypass switched off)."""
 
 from __future__ import annotations
 
@@ -19,6 +21,12 @@ from teamd.scripted import ScriptedServer
 IDENTITY = "You are teammate 'coder' in team 'webapp'."
 #: each hook as it fails: a program that is not there, one killed by a signal
 FAILING = {"cannot start": "/nonexistent/teamd-hook", "dies": "kill -9 $$"}
+#: a project's own Claude Code settings that would let the call run without asking
+LOOSE = {"none": None,
+         "bypass": {"permissions": {"defaultMode": "bypassPermissions", "allow": ["Bash"]}},
+         "bypass alone": {"permissions": {"defaultMode": "bypassPermissions"}},
+         "accept edits": {"permissions": {"defaultMode": "acceptEdits",
+                                          "allow": ["Bash(*)", "Bash(touch:*)"]}}}
 
 
 @pytest.fixture
@@ -32,9 +40,15 @@ def script(workdir: Path) -> dict[str, Any]:
     ]}
 
 
+@pytest.mark.parametrize("project", sorted(LOOSE))
 @pytest.mark.parametrize("how", sorted(FAILING))
-def test_a_hook_that_fails_refuses_the_call(how: str, claude: Path, server: ScriptedServer,
-                                            workdir: Path, tmp_path: Path) -> None:
+def test_a_hook_that_fails_refuses_the_call(how: str, project: str, claude: Path,
+                                            server: ScriptedServer, workdir: Path,
+                                            tmp_path: Path) -> None:
+    if LOOSE[project] is not None:  # whatever the project's own settings say
+        (workdir / ".claude").mkdir()
+        for kept in ("settings.json", "settings.local.json"):
+            (workdir / ".claude" / kept).write_text(json.dumps(LOOSE[project]))
     settings = json.dumps({"disableAllHooks": False, "hooks": {"PreToolUse": [
         {"matcher": "*", "hooks": [{"type": "command", "command": FAILING[how]}]}]}})
     argv = process.command(str(claude), model="claude-opus-5-5", effort="", system=IDENTITY,

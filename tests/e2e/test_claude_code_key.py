@@ -8,6 +8,7 @@ still reached the API with the real key (the forwarder put it in)."""
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import uuid
 from pathlib import Path
@@ -18,7 +19,16 @@ from teamd import actions
 from teamd.layout import Workspace
 from teamd.scripted import ScriptedServer
 from tests.claude_code_team import CC, SLOW, claude_of, team_with_claude_code
-from tests.harness import TEAM, Teamd, reap_leftovers, teamd_env, tool_use, turn_text, wait_status
+from tests.harness import (
+    TEAM,
+    Teamd,
+    journal,
+    reap_leftovers,
+    teamd_env,
+    tool_use,
+    turn_text,
+    wait_status,
+)
 
 
 def holders(key: bytes, *folders: Path) -> tuple[list[Path], int]:
@@ -80,3 +90,47 @@ def test_env_through_bash_shows_no_key_and_no_file_holds_it(
     assert found == []
     assert read > 10
     assert not cli_gone.is_running() or cli_gone.status() == psutil.STATUS_ZOMBIE
+
+
+def test_claude_codes_read_of_the_key_file_is_refused(
+        ws: Workspace, server: ScriptedServer, workdir: Path, claude: Path,
+        tmp_path: Path) -> None:
+    # the key in a file teamd reads (api_key_file), as the member's own user can too
+    key = f"fake-teamd-test-key-{uuid.uuid4().hex}"
+    folder = tmp_path / "secrets"
+    folder.mkdir(mode=0o700)
+    key_file = folder / "anthropic.key"
+    key_file.write_text(key + "\n")
+    key_file.chmod(0o600)
+    server.add_rule({"agent": CC, "contains": "READ-1", "reply": {"content": [
+        tool_use("Read", file_path=str(key_file))]}})
+    server.add_rule({"agent": CC, "contains": "AGAIN-2", "reply": {"content": [
+        tool_use("Read", file_path=str(folder / "." / "anthropic.key"))]}})
+    server.add_rule({"name": "told", "agent": CC, "tool_result": "Read",
+                     "reply": {"content": "refused, as it should be"}})
+    team_with_claude_code(ws, workdir, claude)
+    with ws.settings_file.open("a") as toml:
+        toml.write(f'api_key_file = "{key_file}"\n')
+    env = teamd_env(server.url)
+    del env["ANTHROPIC_API_KEY"]  # the file is where the key comes from
+    daemon = Teamd(ws, env)
+    try:
+        wait_status(ws, CC, "idle", SLOW)
+        for ask in ("READ-1 read the key file", "AGAIN-2 and by another path"):
+            since = len(server.requests)
+            actions.send(ws, TEAM, CC, ask)
+            told = server.wait_for(lambda r: r["rule"] == "told", SLOW, since=since)
+            wait_status(ws, CC, "idle", SLOW)
+            [result] = [b for b in told["body"]["messages"][-1]["content"]
+                        if b.get("type") == "tool_result"]
+            assert result["is_error"] and "refused: the API key file" in turn_text(
+                told["body"]["messages"][-1]), result
+    finally:
+        daemon.stop()
+        reap_leftovers(ws)
+    # the calls carried the key (the forwarder's), and no request's body holds it
+    sha = hashlib.sha256(key.encode()).hexdigest()
+    assert {r["api_key_sha256"] for r in server.requests if r["agent"] == CC} == {sha}
+    assert not [r for r in server.requests if key in json.dumps(r["body"])]
+    assert [e["tool"] for e in journal(ws, TEAM) if e["event"] == "tool_call"
+            and "refused: the API key file" in str(e)] == ["Read", "Read"]

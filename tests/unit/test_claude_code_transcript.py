@@ -67,8 +67,17 @@ def test_a_dequeue_without_its_user_entry_is_given_again(tmp_path: Path) -> None
     assert transcript.not_taken(["prompt", "LATE", "NEVER"], taken) == [2]
 
 
-def test_absorbed_only_as_a_remove_still_counts_once(tmp_path: Path) -> None:
+def test_an_absorption_counts_only_with_its_attachment(tmp_path: Path) -> None:
+    # Claude Code died between the `remove` and the `queued_command` attachment: resumed,
+    # it would rebuild a conversation without B, so B is given again
     write(tmp_path, [queue("remove", content="B", reason="absorbed_mid_turn")])
+    taken = transcript.taken_in(tmp_path, SID)
+    assert transcript.not_taken(["B"], taken) == [0]
+    # once the attachment is there, B was taken in: given once
+    path = transcript.path(tmp_path, SID)
+    assert path is not None
+    with path.open("a") as more:
+        more.write(json.dumps(absorbed("B")) + "\n")
     taken = transcript.taken_in(tmp_path, SID)
     assert transcript.not_taken(["B", "B"], taken) == [1]
 

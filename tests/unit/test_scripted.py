@@ -519,3 +519,24 @@ def test_a_cut_reply_stops_halfway_plain_and_streamed(server: ScriptedServer) ->
         Scenario.from_dict({"rules": [{"cut": True, "error": 500}]})
     with pytest.raises(ValueError, match=r"rules\[0\].cut"):
         Scenario.from_dict({"rules": [{"cut": "yes"}]})
+
+
+def test_input_written_while_claude_code_works_is_the_requests_new_input() -> None:
+    # Claude Code gives a message written while it works as a `system` turn after its
+    # next tool result: `contains` and `regex` see it there, not in earlier system turns
+    from teamd.scripted.request import RequestView
+
+    def view(*messages: dict[str, Any]) -> RequestView:
+        return RequestView.from_body({"model": "m", "max_tokens": 1, "messages": list(messages)})
+
+    note = {"role": "system", "content": 'type="shutdown_request" request_id="shutdown-ab"'}
+    result = {"role": "user", "content": [
+        {"type": "tool_result", "tool_use_id": "t1", "content": "step"}]}
+    call = {"role": "assistant", "content": [
+        {"type": "tool_use", "id": "t1", "name": "Bash", "input": {}}]}
+    rule = Scenario.from_dict({"rules": [{"regex": r'request_id="(?P<rid>[^"]+)"',
+                                          "tool_result": "Bash"}]}).rules[0]
+    mid_turn = view({"role": "user", "content": "go"}, call, result, note)
+    assert rule.match(mid_turn) == {"rid": "shutdown-ab"}
+    earlier = view(note, {"role": "user", "content": "go"}, call, result)
+    assert rule.match(earlier) is None

@@ -348,6 +348,31 @@ def test_no_rule_opens_teamds_own_files_or_another_members_worktree(
     assert (ws.root / ".worktrees" / TEAM / "alice" / "a.txt").read_text() == "mine"
 
 
+def test_no_file_tool_reads_the_api_key_file(ws: Workspace, team: str, workdir: Path,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """The key file (`api_key_file`) is out of reach of every file tool, reading included,
+    by any path to it; a systemd credential's whole folder too."""
+    secrets = workdir / "secrets"
+    secrets.mkdir()
+    (secrets / "key").write_text("sk-never-shown\n")
+    (workdir / "alias").symlink_to(secrets)
+    ws.settings_file.write_text(f'api_key_file = "{secrets / "key"}"\n')
+    tb = box(ws, workdir)
+    for tool, args in (("read_file", {"path": "secrets/key"}),
+                       ("read_file", {"path": "alias/key"}),
+                       ("read_file", {"path": str(secrets / "key")}),
+                       ("write_file", {"path": "secrets/key", "content": "x"})):
+        err(tb.run(tool, args), "refused: the API key file")
+    assert (secrets / "key").read_text() == "sk-never-shown\n"
+    (workdir / "notes.txt").write_text("fine")
+    assert ok(tb.run("read_file", {"path": "notes.txt"})).endswith("fine")
+    # a systemd credential: its folder is what no tool reads
+    monkeypatch.setenv("CREDENTIALS_DIRECTORY", str(secrets))
+    ws.settings_file.write_text('api_key_file = "anthropic"\n')
+    (secrets / "other").write_text("x")
+    err(tb.run("read_file", {"path": "secrets/other"}), "refused: the API key file")
+
+
 # -- plan mode ---------------------------------------------------------------------------
 def test_plan_gate_closed_until_approved(ws: Workspace, team: str, workdir: Path) -> None:
     tb = box(ws, workdir, plan=True)

@@ -28,10 +28,12 @@ Claude Code leave plan mode on its own.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
 
+from teamd import apikey
 from teamd.agent.claude_code.process import HOSTED, TEAM_PREFIX
 
 #: how long Claude Code lets the hook run (it waits for an ask's answer): a day
@@ -74,7 +76,11 @@ def settings_json(root: Path, team: str, name: str, pid: int) -> str:
     a hook that fails to start, dies or says anything else refuses it."""
     import shlex
 
-    command = shlex.join([sys.executable, "-m", "teamd.agent.claude_code.pretool",
+    # a systemd credentials folder is known to the member, not to Claude Code (whose
+    # environment is its own): the hook is told, so that no tool reads the key there
+    folder = os.environ.get(apikey.CREDENTIALS_ENV)
+    told = ["env", f"{apikey.CREDENTIALS_ENV}={folder}"] if folder else []
+    command = shlex.join([*told, sys.executable, "-m", "teamd.agent.claude_code.pretool",
                           str(root), team, name, str(pid)])
     return json.dumps({"disableAllHooks": False, "hooks": {"PreToolUse": [
         {"matcher": "*", "hooks": [

@@ -20,7 +20,8 @@ member sends (leaving plan mode: `set_permission_mode`) go in on stdin between u
 
 The CLI is the member's child, in a process group of its own, and dies with it
 (PR_SET_PDEATHSIG): killed with the member, even by SIGKILL. A reader thread turns its
-stdout into events on a queue; `None` on the queue is its end (the CLI died or closed).
+stdout into events on a queue; `None` on the queue is its end (the CLI died or closed);
+`ended`, a pidfd, wakes the member's waits when it dies.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ import json
 import logging
 import os
 import queue
+import shlex
 import signal
 import subprocess
 import sys
@@ -71,6 +73,25 @@ def mcp_config(root: Path, team: str, name: str) -> str:
     return json.dumps({"mcpServers": {MCP_NAME: server}})
 
 
+#: what a PreToolUse hook's command becomes (`fenced`): run in a shell of its own, any
+#: exit but 0 (its decision) and 2 (refused) — it could not start, it crashed, it was
+#: killed — is a refusal, so a project's pre-allowed tools never run on a failed hook
+FAIL_CLOSED = ("/bin/sh -c {command}; rc=$?; case $rc in 0|2) exit $rc;; esac; "
+               'echo "teamd: the rules hook failed (exit $rc): refused" >&2; exit 2')
+
+
+def fenced(settings: str) -> str:
+    """The `--settings` JSON as the CLI gets it, whatever the project's own settings say:
+    bypass mode switched off, and each PreToolUse hook failing closed (`FAIL_CLOSED`)."""
+    given = json.loads(settings)
+    for entry in given.get("hooks", {}).get("PreToolUse", []):
+        for hook in entry.get("hooks", []):
+            if hook.get("type") == "command":
+                hook["command"] = FAIL_CLOSED.format(command=shlex.quote(hook["command"]))
+    permissions = {**given.get("permissions", {}), "disableBypassPermissionsMode": "disable"}
+    return json.dumps({**given, "permissions": permissions})
+
+
 def command(program: str, *, model: str, effort: str, system: str, session_id: str,
             resume: bool, mcp: str, settings: str, planning: bool = False) -> list[str]:
     """The CLI's argument vector (`settings`: the PreToolUse hook, `pretool`; `planning`:
@@ -78,14 +99,13 @@ def command(program: str, *, model: str, effort: str, system: str, session_id: s
     argv = [os.path.expanduser(program), "-p", "--verbose", "--input-format", "stream-json",
             "--output-format", "stream-json", "--model", model,
             "--append-system-prompt", system, "--mcp-config", mcp, "--strict-mcp-config",
-            "--settings", settings,
+            "--settings", fenced(settings),
             # only the team tools are pre-allowed (never ruled); Claude Code's own run on
             # the rules hook's `allow` alone (`pretool`), so a hook that fails refuses
             "--allowedTools", f"mcp__{MCP_NAME}",
             "--disallowedTools", ",".join(SHADOWED + NOT_HEADLESS),
             "--permission-prompt-tool", "stdio"]
-    if planning:
-        argv += ["--permission-mode", "plan"]
+    argv += ["--permission-mode", "plan" if planning else "default"]
     if effort:
         argv += ["--effort", effort]
     argv += ["--resume", session_id] if resume else ["--session-id", session_id]
@@ -135,6 +155,8 @@ class ClaudeProcess:
             argv, cwd=cwd, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
             stderr=None, start_new_session=True, close_fds=True,  # its errors: the log
             preexec_fn=lambda: proc.die_with_parent(signal.SIGKILL, parent))
+        #: readable once the CLI has ended (a pidfd): the member's waits watch it
+        self.ended = os.pidfd_open(self.popen.pid)
         self.events: queue.Queue[Json | None] = queue.Queue()
         self._writing = threading.Lock()  # stdin: the reader's answers, the member's turns
         assert self.popen.stdout is not None
@@ -203,3 +225,6 @@ class ClaudeProcess:
             self.popen.wait(timeout=10)
         except subprocess.TimeoutExpired:
             log.warning("claude code %d did not die within 10 s of SIGKILL", proc_group)
+        if self.ended >= 0:
+            os.close(self.ended)
+            self.ended = -1

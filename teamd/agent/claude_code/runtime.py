@@ -6,8 +6,9 @@ protocol, status); this runtime starts the forwarder (`teamd.agent.forwarder`) a
 (`process`) with the member, and each turn:
 
 - gives Claude Code, as user turns, the member's recorded input it has not been given yet
-  (the prompt, inbox messages in section 6's form, `<auto-claimed>` tasks, hook feedback):
-  each is in the session before it is written to the CLI. Written while Claude Code works,
+  (the opening turn, `OPENING` — the member's prompt is in its system prompt —, inbox
+  messages in section 6's form, `<auto-claimed>` tasks, hook feedback): each is in the
+  session before it is written to the CLI. Written while Claude Code works,
   a turn is absorbed after its next tool call (Claude Code 2.1.332, measured): a message
   never waits for the end of a long turn;
 - mirrors what Claude Code says (its replies, tool calls and results) into the session, so
@@ -45,6 +46,7 @@ from teamd.agent.claude_code.plan import PLAN_NOTE, PlanMode
 from teamd.agent.forwarder import Forwarder
 from teamd.agent.runtime import GOES_ON, TurnOutcome
 from teamd.agent.session import INTERRUPTED, render_message
+from teamd.agent.shutdowns import Leave
 from teamd.agent.tool_handlers import ToolResult
 from teamd.agent.tools import journal_call
 from teamd.files import Json
@@ -67,6 +69,10 @@ EXIT_CRASH = 1
 TOOLS_NOTE = ("In Claude Code, the team's tools are those of the MCP server `teamd` "
               "(mcp__teamd__SendMessage, mcp__teamd__TaskUpdate, …), and bash, read_file, "
               "write_file and edit_file are your Bash, Read, Write and Edit.")
+#: how the member's prompt is introduced in Claude Code's system prompt
+INSTRUCTIONS = "Your instructions:\n"
+#: the first user turn of a new conversation: the member's prompt is in the system prompt
+OPENING = "Begin: do what your instructions in the system prompt ask."
 #: the user turn that lets Claude Code go on once the budget that paused it is raised
 GO_ON = "The budget that paused your work was raised: go on from where you were."
 
@@ -105,6 +111,9 @@ class ClaudeCodeRuntime:
         self.plan = PlanMode(member)
 
     # -- the Runtime interface -----------------------------------------------------------
+    def opening(self) -> str:
+        return OPENING
+
     def start(self) -> int | None:
         m = self.m
         known = [r["id"] for r in m.session.records if r["type"] == SESSION_RECORD]
@@ -128,7 +137,8 @@ class ClaudeCodeRuntime:
         notes = f"{TOOLS_NOTE}\n{PLAN_NOTE}" if m.toolbox.plan_mode_required else TOOLS_NOTE
         argv = process.command(
             m.conf.claude_code, model=m.model_name, effort=m.effort or m.conf.effort,
-            system=f"{m.system}\n{notes}", session_id=self.session_id, resume=resume,
+            system=f"{m.system}\n\n{INSTRUCTIONS}{m.prompt}\n\n{notes}",
+            session_id=self.session_id, resume=resume,
             mcp=process.mcp_config(m.ws.root, m.team, m.name),
             settings=pretool.settings_json(m.ws.root, m.team, m.name, os.getpid()),
             planning=self.plan.starts_planning())
@@ -136,6 +146,7 @@ class ClaudeCodeRuntime:
             self.home, self.forwarder.url, self.forwarder.stand_in))
         log.info("claude code %d started (%s session %s)", self.cli.pid,
                  "resuming" if resume else "new", self.session_id)
+        m.waits.watch_agent(self.cli.ended, self.check_alive)  # idle, paused or waiting
         return None
 
     def awaits_input(self) -> bool:
@@ -153,7 +164,8 @@ class ClaudeCodeRuntime:
             if self.m.standing.status != Status.ACTIVE:
                 self.m.standing.set_status(Status.ACTIVE)
             if not cli.send(text):
-                break  # its end is on the event queue: the crash is seen below
+                # its input is given again after the restart: it was not taken in
+                return TurnOutcome(exit_code=self.died())
             self.given.add(index)
             self.busy = True
         if not self.busy:
@@ -163,10 +175,22 @@ class ClaudeCodeRuntime:
         except queue.Empty:
             return self.settled()
         if event is None:
-            log.error("claude code %d died on its own (exit %s): the member crashes",
-                      cli.pid, cli.popen.wait())
-            return TurnOutcome(exit_code=EXIT_CRASH)
+            return TurnOutcome(exit_code=self.died())
         return self.heard(event)
+
+    def died(self) -> int:
+        """Claude Code is gone on its own: a crash of the member (its exit code), which
+        teamd restarts by policy and which resumes the session."""
+        assert self.cli is not None
+        log.error("claude code %d died on its own (exit %s): the member crashes",
+                  self.cli.pid, self.cli.popen.wait())
+        return EXIT_CRASH
+
+    def check_alive(self) -> None:
+        """After each wait of the member (idle, paused, waiting for an answer): a Claude
+        Code that died meanwhile ends the member as a crash (`Leave`)."""
+        if self.cli is not None and not self.cli.alive():
+            raise Leave(self.died())
 
     def stop(self) -> None:
         if self.cli is not None:

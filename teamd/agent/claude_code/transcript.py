@@ -6,9 +6,12 @@ Claude Code (2.1.x) writes its session to `{HOME}/.claude/projects/{cwd, escaped
 before it sends anything to the model. A user turn it took in is there as a `user` entry
 whose content is the turn's text; a turn written to it while it worked is absorbed after its
 next tool call (measured on 2.1.332: one result for the whole turn), and is there as an
-`attachment` of type `queued_command` with the turn's text as its `prompt` (and, written
-just before, a `queue-operation` `remove` with reason `absorbed_mid_turn` and the text as
-its `content`: either counts, once). A turn it only
+`attachment` of type `queued_command` with the turn's text as its `prompt` — the entry
+`--resume` rebuilds the conversation from. The `queue-operation` `remove` with reason
+`absorbed_mid_turn` written just before it is not enough: it is queue bookkeeping, and a
+Claude Code that died after it and before the attachment would resume without the turn
+(2.1.332 was seen, under strace, to write both in one `write` with the entries around
+them; nothing promises it, so the attachment alone counts). A turn it only
 queued (an `enqueue` and nothing after) was never seen by the model: it is given again.
 
 Claude Code writes its transcript a little after it acts: a turn's `user` entry may land
@@ -74,8 +77,6 @@ def taken_in(home: Path, session_id: str) -> Taken:
         data = where.read_bytes()
     except FileNotFoundError:
         return taken
-    attached: Counter[str] = Counter()
-    removed: Counter[str] = Counter()
     for entry in files.parse_lines(data).records:
         kind = entry.get("type")
         if kind == "user" and isinstance(entry.get("message"), dict):
@@ -90,15 +91,9 @@ def taken_in(home: Path, session_id: str) -> Taken:
             if attachment.get("type") == "queued_command":
                 text = _text(attachment.get("prompt"))
                 if text is not None:
-                    attached[text] += 1
+                    taken.absorbed[text] += 1
         elif kind == "queue-operation" and entry.get("operation") == "dequeue":
             taken.dequeued += 1
-        elif kind == "queue-operation" and entry.get("operation") == "remove" and \
-                entry.get("reason") == "absorbed_mid_turn":
-            text = _text(entry.get("content"))
-            if text is not None:
-                removed[text] += 1
-    taken.absorbed = attached | removed  # the same turn, said twice: counted once
     return taken
 
 

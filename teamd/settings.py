@@ -186,6 +186,30 @@ def store_url(ws: Workspace) -> str:
         else Settings.store
 
 
+def helper_env(ws: Workspace, environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The settings a member's own helpers must read as the member does — Claude Code's
+    rules hook and team tools server, whose environment is Claude Code's, not the
+    member's (CONTRACT §14): its `TEAMD_<KEY>` overrides and the store it uses (`--store`
+    too), as variables. Never a secret: a store URL goes without its password (they take
+    it from the member's pgpass file, which they are told where to find: their HOME is
+    Claude Code's state folder; a password given only in the URL or PGPASSWORD is not
+    passed on, since their environment is readable by the commands Claude Code runs)."""
+    from teamd.store import urls
+
+    env = os.environ if environ is None else environ
+    told = {env_name(f.name): raw for f in fields(Settings)
+            if (raw := _env_value(env, f.name)) is not None}
+    store = ws.store_url or told.get(env_name("store"))
+    if store:
+        told[env_name("store")] = urls.without_password(store)
+    if urls.is_postgres(store or store_url(ws)):
+        pgpass = env.get("PGPASSFILE") or str(Path(env.get("HOME", "~")).expanduser()
+                                              / ".pgpass")
+        if Path(pgpass).is_file():
+            told["PGPASSFILE"] = pgpass
+    return told
+
+
 def _read_table(path: Path) -> dict[str, Any]:
     try:
         return tomllib.loads(path.read_text())

@@ -14,6 +14,7 @@ import uuid
 from pathlib import Path
 
 import psutil
+import pytest
 
 from teamd import actions
 from teamd.layout import Workspace
@@ -92,10 +93,13 @@ def test_env_through_bash_shows_no_key_and_no_file_holds_it(
     assert not cli_gone.is_running() or cli_gone.status() == psutil.STATUS_ZOMBIE
 
 
+@pytest.mark.parametrize("given_in", ["teamd.toml", "TEAMD_API_KEY_FILE"])
 def test_claude_codes_read_of_the_key_file_is_refused(
         ws: Workspace, server: ScriptedServer, workdir: Path, claude: Path,
-        tmp_path: Path) -> None:
-    # the key in a file teamd reads (api_key_file), as the member's own user can too
+        tmp_path: Path, given_in: str) -> None:
+    """The key in a file teamd reads (api_key_file), as the member's own user can too —
+    named in teamd.toml, or by the variable (as the systemd unit's env file does), which
+    Claude Code's rules hook, in Claude Code's own environment, is told by the member."""
     key = f"fake-teamd-test-key-{uuid.uuid4().hex}"
     folder = tmp_path / "secrets"
     folder.mkdir(mode=0o700)
@@ -109,10 +113,13 @@ def test_claude_codes_read_of_the_key_file_is_refused(
     server.add_rule({"name": "told", "agent": CC, "tool_result": "Read",
                      "reply": {"content": "refused, as it should be"}})
     team_with_claude_code(ws, workdir, claude)
-    with ws.settings_file.open("a") as toml:
-        toml.write(f'api_key_file = "{key_file}"\n')
     env = teamd_env(server.url)
     del env["ANTHROPIC_API_KEY"]  # the file is where the key comes from
+    if given_in == "teamd.toml":
+        with ws.settings_file.open("a") as toml:
+            toml.write(f'api_key_file = "{key_file}"\n')
+    else:
+        env["TEAMD_API_KEY_FILE"] = str(key_file)
     daemon = Teamd(ws, env)
     try:
         wait_status(ws, CC, "idle", SLOW)

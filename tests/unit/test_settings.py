@@ -222,3 +222,23 @@ def test_effort_is_empty_or_one_of_four_words(ws: Workspace) -> None:
         assert settings.load(ws, {"TEAMD_EFFORT": word}).effort == word
     with pytest.raises(BadInput, match=r"effort must be one of .*\(did you mean 'high'\?\)"):
         settings.load(ws, {"TEAMD_EFFORT": "hihg"})
+
+
+def test_a_members_helpers_are_told_its_overrides_and_store_but_no_password(
+        ws: Workspace) -> None:
+    """Claude Code's rules hook and team tools server run in Claude Code's environment,
+    not the member's: `helper_env` is what they are told (CONTRACT §14, §15)."""
+    env = {"TEAMD_API_KEY_FILE": "/keys/anthropic.key", "TEAMD_IDLE_TIMEOUT": "5",
+           "TEAMD_CRASH_AT": "3", "TEAMD_ROOT": "/elsewhere", "ANTHROPIC_API_KEY": "fake-1",
+           "TEAMD_STORE": "postgresql://teamd:s3cret-pw@db/teamd"}
+    told = settings.helper_env(ws, {**env, "HOME": str(ws.root)})
+    assert told == {"TEAMD_API_KEY_FILE": "/keys/anthropic.key", "TEAMD_IDLE_TIMEOUT": "5",
+                    "TEAMD_STORE": "postgresql://teamd@db/teamd"}
+    chosen = Workspace.at(ws.root, store="postgresql://u:pw2@/x?host=/run/pg")
+    assert settings.helper_env(chosen, {"HOME": str(ws.root)}) == {"TEAMD_STORE": "postgresql://u@/x?host=/run/pg"}
+    assert settings.helper_env(ws, {"HOME": str(ws.root)}) == {}
+    # a pgpass file the member has, its helpers are told where (their HOME is not its)
+    (ws.root / ".pgpass").write_text("*:*:*:teamd:s3cret-pw\n")
+    ws.settings_file.write_text('store = "postgresql://teamd@db/teamd"\n')
+    assert settings.helper_env(ws, {"HOME": str(ws.root)}) == {
+        "PGPASSFILE": str(ws.root / ".pgpass")}

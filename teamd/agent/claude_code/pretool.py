@@ -30,11 +30,13 @@ from __future__ import annotations
 import json
 import os
 import sys
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from teamd import apikey
 from teamd.agent.claude_code.process import HOSTED, TEAM_PREFIX
+
+if TYPE_CHECKING:
+    from teamd.layout import Workspace
 
 #: how long Claude Code lets the hook run (it waits for an ask's answer): a day
 HOOK_TIMEOUT = 86400
@@ -68,7 +70,7 @@ def ruled(tool: str, given: dict[str, Any]) -> tuple[str, dict[str, Any]] | None
     return None
 
 
-def settings_json(root: Path, team: str, name: str, pid: int) -> str:
+def settings_json(ws: Workspace, team: str, name: str, pid: int) -> str:
     """The `--settings` JSON installing this hook for every tool. Settings given on the
     command line outrank the project's (`.claude/settings.json`, `settings.local.json`):
     `disableAllHooks` there cannot switch the hook off. None of Claude Code's own tools is
@@ -76,12 +78,19 @@ def settings_json(root: Path, team: str, name: str, pid: int) -> str:
     a hook that fails to start, dies or says anything else refuses it."""
     import shlex
 
-    # a systemd credentials folder is known to the member, not to Claude Code (whose
-    # environment is its own): the hook is told, so that no tool reads the key there
+    # what the member's settings are and where its key is are known to the member, not to
+    # Claude Code (whose environment is its own): the hook is told, so that it rules as
+    # the member does, on the member's store, and no tool reads the key
+    from teamd import settings
+
+    told = settings.helper_env(ws)
     folder = os.environ.get(apikey.CREDENTIALS_ENV)
-    told = ["env", f"{apikey.CREDENTIALS_ENV}={folder}"] if folder else []
-    command = shlex.join([*told, sys.executable, "-m", "teamd.agent.claude_code.pretool",
-                          str(root), team, name, str(pid)])
+    if folder:
+        told[apikey.CREDENTIALS_ENV] = folder
+    pairs = [f"{key}={value}" for key, value in sorted(told.items())]
+    command = shlex.join([*(["env", *pairs] if pairs else []), sys.executable, "-m",
+                          "teamd.agent.claude_code.pretool", str(ws.root), team, name,
+                          str(pid)])
     return json.dumps({"disableAllHooks": False, "hooks": {"PreToolUse": [
         {"matcher": "*", "hooks": [
             {"type": "command", "command": command, "timeout": HOOK_TIMEOUT}]}]}})

@@ -37,11 +37,14 @@ import sys
 import threading
 import uuid
 from pathlib import Path
-from typing import IO
+from typing import IO, TYPE_CHECKING
 
-from teamd import files, proc
+from teamd import files, proc, settings
 from teamd.files import Json
 from teamd.pgroup import kill_group
+
+if TYPE_CHECKING:
+    from teamd.layout import Workspace
 
 log = logging.getLogger(__name__)
 
@@ -64,12 +67,14 @@ TEAM_PREFIX = f"mcp__{MCP_NAME}__"
 MAX_LINE = 64 * 1024 * 1024
 
 
-def mcp_config(root: Path, team: str, name: str) -> str:
+def mcp_config(ws: Workspace, team: str, name: str) -> str:
     """The `--mcp-config` JSON: the team tools, served by this Python acting as `name`
-    (this process, whose pid it writes under)."""
+    (this process, whose pid it writes under), with the member's settings and store
+    (`settings.helper_env`: Claude Code's environment is not the member's)."""
     server = {"type": "stdio", "command": sys.executable,
-              "args": ["-m", "teamd.agent.claude_code.mcp_server", str(root), team, name,
-                       str(os.getpid())]}
+              "args": ["-m", "teamd.agent.claude_code.mcp_server", str(ws.root), team, name,
+                       str(os.getpid())],
+              "env": settings.helper_env(ws)}
     return json.dumps({"mcpServers": {MCP_NAME: server}})
 
 

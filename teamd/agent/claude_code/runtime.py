@@ -139,8 +139,8 @@ class ClaudeCodeRuntime:
             m.conf.claude_code, model=m.model_name, effort=m.effort or m.conf.effort,
             system=f"{m.system}\n\n{INSTRUCTIONS}{m.prompt}\n\n{notes}",
             session_id=self.session_id, resume=resume,
-            mcp=process.mcp_config(m.ws.root, m.team, m.name),
-            settings=pretool.settings_json(m.ws.root, m.team, m.name, os.getpid()),
+            mcp=process.mcp_config(m.ws, m.team, m.name),
+            settings=pretool.settings_json(m.ws, m.team, m.name, os.getpid()),
             planning=self.plan.starts_planning())
         self.cli = process.ClaudeProcess(argv, m.cwd, process.environment(
             self.home, self.forwarder.url, self.forwarder.stand_in))

@@ -36,6 +36,9 @@ class Recorder:
         self.turns: list[list[Json]] = []
         self.started = self.stopped = False
 
+    def opening(self) -> str:
+        return self.m.prompt
+
     def start(self) -> int | None:
         self.started = True
         return None

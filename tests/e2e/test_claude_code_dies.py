@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import psutil
+import pytest
 
 from teamd import actions
 from teamd.layout import Workspace
@@ -53,8 +54,13 @@ def test_claude_code_killed_while_idle_crashes_the_member_which_resumes_and_answ
         assert exit_codes(ws, CC) == [(1, None)]  # one crash, nothing since
 
 
+@pytest.mark.parametrize("refusal_in_transcript", [False, True])
 def test_claude_code_killed_while_paused_crashes_the_member_which_goes_on_once_raised(
-        ws: Workspace, server: ScriptedServer, workdir: Path, claude: Path) -> None:
+        ws: Workspace, server: ScriptedServer, workdir: Path, claude: Path,
+        refusal_in_transcript: bool) -> None:
+    """Found flaky in a full run: killed once Claude Code's transcript held the refusal,
+    the turn looked answered and the restarted member went idle, never to go on once the
+    budget was raised. The held turn is now in the member's session (`held_at_budget`)."""
     with awake_with(ws, server, workdir, claude, (
             {"name": "passes", "agent": CC, "contains": "SPEND-1",
              "reply": {"content": "passed"}},
@@ -62,6 +68,10 @@ def test_claude_code_killed_while_paused_crashes_the_member_which_goes_on_once_r
              "reply": {"content": "finished"}})):
         paused_at_spend_2(ws, server)
         assert [r for r in server.requests if "SPEND-2" in str(r["body"]["messages"])] == []
+        if refusal_in_transcript:  # the turn looks answered there (by the API's error)
+            wait_until(lambda: any("budget" in f.read_text() for f in (
+                ws.claude_state(TEAM, CC) / ".claude" / "projects").rglob("*.jsonl")),
+                SLOW, "the refusal in Claude Code's transcript")
         killed_and_restarted(ws)
         wait_status(ws, CC, "paused", SLOW)  # restarted, still at its budget
         actions.set_budget(ws, TEAM, 100, member=CC)

@@ -63,6 +63,8 @@ POLL = 0.25
 SESSION_RECORD = "claude_session"
 #: the session record of the end of one of its turns (its `result` event)
 RESULT_RECORD = "claude_result"
+#: in a RESULT_RECORD: the turn ended on a call the forwarder held at a budget
+HELD = "held_at_budget"
 #: the exit code of a member whose Claude Code died on its own (a crash)
 EXIT_CRASH = 1
 #: what the member's system prompt (written for any runtime) means in Claude Code's words
@@ -103,6 +105,8 @@ class ClaudeCodeRuntime:
         self.busy = False
         #: the forwarder's refusals (at a budget) seen at the end of a turn
         self.refused = 0
+        #: the last process's turn ended held at a budget: wait for the raise first
+        self.held = False
         #: Claude Code's own tool calls under way: id → (name, input, when seen)
         self.calls: dict[str, tuple[str, Any, float]] = {}
         #: after a `result` that left input given looking not taken: the transcript's
@@ -133,6 +137,9 @@ class ClaudeCodeRuntime:
         note = self.cut_turn(taken.unanswered)
         if note is not None:  # recorded, so given exactly once like any input
             m.session.append({"type": "user", "content": [{"type": "text", "text": note}]})
+        # a turn that ended held at a budget, not raised before the crash (its GO_ON never
+        # recorded): the first turn of this process waits for the raise, as the last did
+        self.held = note is None and held_at_budget(m.session.records)
         self.forwarder = Forwarder(m).start()
         notes = f"{TOOLS_NOTE}\n{PLAN_NOTE}" if m.toolbox.plan_mode_required else TOOLS_NOTE
         argv = process.command(
@@ -156,6 +163,9 @@ class ClaudeCodeRuntime:
         """Give what is new, then take one thing Claude Code says (or wait POLL for it)."""
         cli = self.cli
         assert cli is not None
+        if self.held:
+            self.held = False
+            return self.paused()
         self.m.take_in()
         unsent = self.unsent()
         if unsent:
@@ -331,15 +341,18 @@ class ClaudeCodeRuntime:
             if self.approved_shutdown():  # through SendMessage: finish as section 6 says
                 return TurnOutcome(exit_code=self.m.shutdowns.leave())
         elif kind == "result":
-            self.m.session.append({"type": RESULT_RECORD, "subtype": event.get("subtype"),
-                                   "is_error": bool(event.get("is_error"))})
+            refused = self.forwarder_refused() > self.refused
+            self.refused = self.forwarder_refused()
+            ended = {"type": RESULT_RECORD, "subtype": event.get("subtype"),
+                     "is_error": bool(event.get("is_error"))}
+            # held at a budget: recorded, so a restart before the raise still waits for it
+            self.m.session.append({**ended, HELD: True} if refused and ended["is_error"]
+                                  else ended)
             # a turn written after its last tool call is still queued: another turn follows
             # (or the transcript lags behind what it took in: `settled` reads it again)
             taken = transcript.taken_in(self.home, self.session_id)
             self.busy = self.pending(taken)
             self.settling = taken.dequeued if self.busy else None
-            refused = self.forwarder_refused() > self.refused
-            self.refused = self.forwarder_refused()
             if event.get("is_error"):
                 if refused:  # a call held at a budget (raised since, maybe)
                     return self.paused()
@@ -347,6 +360,16 @@ class ClaudeCodeRuntime:
             if not self.busy:
                 return TurnOutcome(ended=True)
         return GOES_ON
+
+
+def held_at_budget(records: list[Json]) -> bool:
+    """The session's last turn ended held at a budget, and no GO_ON followed it."""
+    for record in reversed(records):
+        if record.get("type") == RESULT_RECORD:
+            return bool(record.get(HELD))
+        if record.get("type") == "user" and GO_ON in json.dumps(record.get("content")):
+            return False
+    return False
 
 
 __all__ = ["ClaudeCodeRuntime"]

@@ -61,6 +61,14 @@ def answer_in_page(page: Page, rid: str, button: str, feedback: str = "",
     box.locator("input[name=feedback]").fill(feedback)
     if always:
         box.locator("input[name=always]").check()
+        # the live view redraws the requests whenever the team changes: what the person
+        # ticked must survive that (CI once lost the tick to a redraw); force one redraw
+        loaded = page.locator("main").get_attribute("data-loaded")
+        page.evaluate("refresh()")
+        wait_until(lambda: page.locator("main").get_attribute("data-loaded") != loaded, T,
+                   "the page to redraw")
+        assert box.locator("input[name=always]").is_checked()
+        assert box.locator("input[name=feedback]").input_value() == feedback
     box.get_by_role("button", name=button).click()
 
 

@@ -300,11 +300,15 @@ function renderRequests(records) {
   const team = route.team;
   replace(view.requests, records.length ? records.map((r) => {
     const what = r.kind === "permission" ? r.detail : r.kind === "plan_approval" ? r.plan : (r.reason || "-");
-    view.feedback = view.feedback || {};  // what is typed survives a live refresh
+    // what the person typed or ticked survives a live refresh (the box is drawn anew)
+    view.feedback = view.feedback || {};
+    view.always = view.always || {};
     const feedback = el("input", {name: "feedback", placeholder: "feedback (needed to reject)", size: 30,
                                   oninput: (e) => { view.feedback[r.request_id] = e.target.value; }});
     feedback.value = view.feedback[r.request_id] || "";
-    const always = el("input", {type: "checkbox", name: "always"});
+    const always = el("input", {type: "checkbox", name: "always",
+                                onchange: (e) => { view.always[r.request_id] = e.target.checked; }});
+    always.checked = Boolean(view.always[r.request_id]);
     const answer = (approve) => () => act(team, {action: approve ? "approve" : "reject",
       request_id: r.request_id, feedback: feedback.value || null, always: approve && always.checked});
     const answerable = r.kind !== "shutdown";

@@ -1,5 +1,6 @@
 """`teamctl config`: the settings in force — teamd.toml and the `TEAMD_*` variables
-together, as `teamd` would read them now — and where each came from (CONTRACT §9, §10).
+together, as `teamd` would read them now, the tables a PostgreSQL store shares in place of
+the file's — and where each came from (CONTRACT §9, §10, §15).
 Registered on the app by teamctl.cli.
 
 The API key's value is never printed: only whether one is set; nor is a store URL's password.
@@ -18,6 +19,8 @@ from teamd.store import urls
 
 #: variables read from the environment only (CONTRACT §10); the key's value never shown
 API_KEY, BASE_URL = "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL"
+#: the source of the tables a PostgreSQL store keeps for every host, not teamd.toml's
+STORE = "store"
 
 
 def settings_in_force() -> dict[str, dict[str, Any]]:
@@ -26,6 +29,8 @@ def settings_in_force() -> dict[str, dict[str, Any]]:
     w = ws()
     conf = settings.load(w)
     origin = settings.sources(w)
+    if w.store.read_shared_tables() is not None:  # PostgreSQL: every host's (CONTRACT §15)
+        origin.update(dict.fromkeys(settings.TABLES, STORE))
     doc: dict[str, dict[str, Any]] = {
         key: {"value": value, "source": origin[key]}
         for key, value in conf.as_toml_table().items()}
@@ -53,8 +58,9 @@ def _as_toml(model: str, price: Price) -> dict[str, Any]:
 
 def config(as_json: JsonOpt = False) -> None:
     """The settings in force — teamd.toml and TEAMD_* variables together — and where
-    each came from: file, env or default. A bad key or value in teamd.toml exits 2,
-    naming it. The API key's value is never shown.
+    each came from: file, env or default, or store for the [permissions], [hooks] and
+    [prices] a PostgreSQL store keeps for every host. A bad key or value in teamd.toml
+    exits 2, naming it. The API key's value is never shown.
 
     \b
     Examples:
@@ -69,6 +75,9 @@ def config(as_json: JsonOpt = False) -> None:
     print(output.table(["KEY", "VALUE", "SOURCE"], rows))
     print(f"\nfile: {ws().settings_file}" + ("" if ws().settings_file.is_file() else
                                               " (none: `teamctl init` writes one)"))
+    if doc["permissions"]["source"] == STORE:
+        print(f"store: {ws().store.description} ([permissions], [hooks] and [prices], the "
+              "same on every host; `teamctl init --store` writes this file's there)")
 
 
 def _shown(value: Any) -> str:

@@ -9,11 +9,13 @@ The API key's value is never printed: only whether one is set; nor is a store UR
 from __future__ import annotations
 
 import os
+import sys
 from typing import Any
 
 from teamctl import output
 from teamctl.params import JsonOpt, ws
-from teamd import settings
+from teamd import settings, shared_tables
+from teamd.errors import BadInput, TeamdError
 from teamd.prices import Price
 from teamd.store import urls
 
@@ -27,10 +29,17 @@ def settings_in_force() -> dict[str, dict[str, Any]]:
     """{KEY: {"value", "source"}}: every key of teamd.toml (its tables too), then the
     environment-only variables. A bad key or value is BadInput naming it."""
     w = ws()
-    conf = settings.load(w)
+    conf = settings.load_file(w)
     origin = settings.sources(w)
-    if w.store.read_shared_tables() is not None:  # PostgreSQL: every host's (CONTRACT §15)
-        origin.update(dict.fromkeys(settings.TABLES, STORE))
+    try:
+        if w.store.read_shared_tables() is not None:  # PostgreSQL: every host's (§15)
+            conf = shared_tables.applied(w.store, conf)
+            origin.update(dict.fromkeys(settings.TABLES, STORE))
+    except BadInput:
+        raise  # a hand-broken document: named, exit 2, as a broken teamd.toml is
+    except TeamdError as exc:  # a store away: what this host's file says, and why
+        print(f"teamctl: warning: {exc}; showing teamd.toml's [permissions], [hooks] and "
+              "[prices]", file=sys.stderr)
     doc: dict[str, dict[str, Any]] = {
         key: {"value": value, "source": origin[key]}
         for key, value in conf.as_toml_table().items()}

@@ -3,7 +3,8 @@ a rule and a price written in one root's teamd.toml reach a second root — anot
 directory, the same database — whose member is refused or allowed by the rule and charged
 by the price: after `teamctl init --store` on the first root, again after a change and a
 SIGHUP of the first root's `teamd` (a broken file on SIGHUP writes nothing), and, for a
-member already running, from its next call after `init --store` is run again. The flat keys
+member already running, from its next call after `init --store` is run again; a member
+paused for want of a price is woken by a price pushed from the other root. The flat keys
 stay each root's own. Real `teamd` and `teamctl` processes, real PostgreSQL (tests/postgres.py),
 the real SDK over HTTP to the scripted server, real `bash`: what a command left on disk is
 the proof it ran or not. With files, each root keeps its own tables.
@@ -24,6 +25,7 @@ from tests.harness import (
     TEAM,
     events_of,
     last_user,
+    member,
     running_teamd,
     tool_use,
     wait_status,
@@ -154,6 +156,31 @@ def test_a_rule_and_a_price_of_one_root_govern_a_member_of_another(
     assert (lines(work / "one.txt"), lines(work / "two.txt")) == (["one"], ["two"])
     denied = [e["rule"] for e in events_of(second, "alice", "tool_denied")]
     assert denied == ["bash(echo one*)", "bash(echo two*)", "bash(echo *)", "bash(echo *)"]
+
+
+def test_a_price_pushed_from_one_root_wakes_a_member_paused_for_want_of_it_on_another(
+        tmp_path: Path, pg_url: str, server: ScriptedServer) -> None:
+    """A budget is never blind: alice, on the second root, is paused (no price for MODEL).
+    The first root's price, written into the store by `init --store` while the second
+    root's teamd runs, wakes her there: nothing was done on the second root."""
+    first, second = Workspace.at(tmp_path / "first"), Workspace.at(tmp_path / "second")
+    first.root.mkdir()
+    first.settings_file.write_text(f'store = "{pg_url}"\n')
+    ctl(second, "init", "--store", pg_url)
+    ctl(second, "create", TEAM)
+    ctl(second, "spawn", TEAM, "alice", "--prompt", "Wait for work.", "--cwd",
+        str(tmp_path), "--model", MODEL, "--budget", "1")
+    with running_teamd(second, server.url):
+        wait_status(second, "alice", "paused")
+        assert member(second, TEAM, "alice")["last_error"] == \
+            f"no price for model {MODEL}: add it under [prices] in teamd.toml"
+        assert not [r for r in server.requests if r["agent"] == "alice"]  # never called
+        first.settings_file.write_text(settings_text(pg_url, "bash(rm *)", 3.0))
+        ctl(first, "init", "--store", pg_url)
+        server.wait_for(lambda r: r["agent"] == "alice", T)
+        wait_status(second, "alice", "idle")
+        assert [e["cost_usd"] for e in events_of(second, "alice", "model_call")] == [
+            pytest.approx(0.003)]
 
 
 def test_with_files_each_root_keeps_its_own_tables(tmp_path: Path) -> None:

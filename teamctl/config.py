@@ -14,7 +14,7 @@ from typing import Any
 
 from teamctl import output
 from teamctl.params import JsonOpt, ws
-from teamd import settings, shared_tables
+from teamd import settings
 from teamd.errors import BadInput, TeamdError
 from teamd.prices import Price
 from teamd.store import urls
@@ -33,7 +33,7 @@ def settings_in_force() -> dict[str, dict[str, Any]]:
     origin = settings.sources(w)
     try:
         if w.store.read_shared_tables() is not None:  # PostgreSQL: every host's (§15)
-            conf = shared_tables.applied(w.store, conf)
+            conf = settings.apply_shared(w.store, conf)
             origin.update(dict.fromkeys(settings.TABLES, STORE))
     except BadInput:
         raise  # a hand-broken document: named, exit 2, as a broken teamd.toml is

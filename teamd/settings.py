@@ -2,7 +2,8 @@
 
 A flat table plus the `[permissions]`, `[hooks]` and `[prices]` tables (CONTRACT.md sections
 10, 11, 12); with a PostgreSQL store the three tables in force are the store's, the same on
-every host (§15, `teamd.shared_tables`), and only the flat keys are each host's file's.
+every host (§15: applied here, `apply_shared`; written by `teamd.shared_tables`), and only
+the flat keys are each host's file's.
 `TEAMD_<KEY>` overrides any key of the flat table (the tables have no variables); the API
 key comes from the environment or the file `api_key_file` names (`teamd.apikey`), the base
 URL from the environment, and neither is ever written anywhere.
@@ -11,6 +12,7 @@ URL from the environment, and neither is ever written anywhere.
 from __future__ import annotations
 
 import difflib
+import json
 import logging
 import os
 import tomllib
@@ -25,6 +27,7 @@ from teamd.permission_rules import Permissions, parse_table
 if TYPE_CHECKING:
     from teamd.layout import Workspace
     from teamd.prices import Price
+    from teamd.store.api import Store
 
 log = logging.getLogger(__name__)
 
@@ -141,10 +144,8 @@ def _did_you_mean(key: str) -> str:
 def load(ws: Workspace, environ: Mapping[str, str] | None = None) -> Settings:
     """The settings a process applies: `load_file`, with the `[permissions]`, `[hooks]` and
     `[prices]` of the store instead of the file's where the store keeps them for every host
-    (PostgreSQL, CONTRACT §15: `teamd.shared_tables`)."""
-    from teamd import shared_tables
-
-    return shared_tables.applied(ws.store, load_file(ws, environ))
+    (PostgreSQL, CONTRACT §15: `apply_shared`)."""
+    return apply_shared(ws.store, load_file(ws, environ))
 
 
 def load_file(ws: Workspace, environ: Mapping[str, str] | None = None) -> Settings:
@@ -192,6 +193,34 @@ def file_table(ws: Workspace) -> dict[str, Any]:
     """`teamd.toml` as read, unchecked ({} when there is none); BadInput when it is no TOML."""
     path = ws.settings_file
     return _read_table(path) if path.is_file() else {}
+
+
+#: the last shared document read, parsed: a member reads it before every call, parses it once
+_parsed: dict[str, dict[str, Any]] = {}
+
+
+def _shared_where(store: Store) -> str:
+    """The shared tables' place, for a message to a person (the URL's password masked)."""
+    return f"{store.description} (the shared [permissions], [hooks] and [prices])"
+
+
+def apply_shared(store: Store, conf: Settings) -> Settings:
+    """`conf` with the store's three tables instead of its own where the store keeps them;
+    BadInput (BadRecord) naming the store's document when it cannot be read as tables."""
+    doc = store.read_shared_tables()
+    if doc is None:
+        return conf
+    key = json.dumps(doc, sort_keys=True)
+    tables = _parsed.get(key)
+    if tables is None:
+        extra = sorted(set(doc) - set(TABLES))
+        if extra:
+            raise BadInput(f"{_shared_where(store)}: not a table it keeps: {', '.join(extra)}")
+        parsed = from_table(doc, _shared_where(store))
+        tables = {name: getattr(parsed, name) for name in TABLES}
+        _parsed.clear()
+        _parsed[key] = tables
+    return replace(conf, **tables)
 
 
 def store_url(ws: Workspace) -> str:

@@ -3,22 +3,20 @@
 With PostgreSQL every host applies the same rules, hooks and prices: the store keeps the
 three tables as one document, `{"permissions": {…}, "hooks": {…}, "prices": {…}}` (each table
 as teamd.toml writes it), and every process — teamd, its members, Claude Code's rules hook,
-teamctl — applies it instead of its own file's tables (`applied`, which `settings.load`
-calls); the flat keys stay each host's. A host's tables are written into the store (`push`)
-by `teamctl init --store` and by a SIGHUP of its `teamd` (`reload`). The files store shares
-nothing: there each root's teamd.toml is the only one.
+teamctl — applies it instead of its own file's tables (`settings.load`, through
+`settings.apply_shared`); the flat keys stay each host's. A host's tables are written into
+the store (`push`) by `teamctl init --store` and by a SIGHUP of its `teamd` (`reload`). The
+files store shares nothing: there each root's teamd.toml is the only one.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Mapping
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from teamd import settings
-from teamd.errors import BadInput, TeamdError
+from teamd.errors import TeamdError
 from teamd.files import Json
 from teamd.settings import Settings
 
@@ -28,9 +26,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-#: the last document read, parsed: a member reads it before every call, parses it once
-_parsed: dict[str, dict[str, Any]] = {}
-
 
 def document(table: Mapping[str, Any]) -> Json:
     """The shared document of a teamd.toml read as `table`: its three tables as written
@@ -38,35 +33,11 @@ def document(table: Mapping[str, Any]) -> Json:
     return {key: table.get(key, {}) for key in settings.TABLES}
 
 
-def where(store: Store) -> str:
-    """The shared tables' place, for a message to a person (the URL's password masked)."""
-    return f"{store.description} (the shared [permissions], [hooks] and [prices])"
-
-
-def applied(store: Store, conf: Settings) -> Settings:
-    """`conf` with the store's three tables instead of its own where the store keeps them;
-    BadInput (BadRecord) naming the store's document when it cannot be read as tables."""
-    doc = store.read_shared_tables()
-    if doc is None:
-        return conf
-    key = json.dumps(doc, sort_keys=True)
-    tables = _parsed.get(key)
-    if tables is None:
-        extra = sorted(set(doc) - set(settings.TABLES))
-        if extra:
-            raise BadInput(f"{where(store)}: not a table it keeps: {', '.join(extra)}")
-        parsed = settings.from_table(doc, where(store))
-        tables = {name: getattr(parsed, name) for name in settings.TABLES}
-        _parsed.clear()
-        _parsed[key] = tables
-    return replace(conf, **tables)
-
-
 def refreshed(store: Store, conf: Settings) -> Settings:
-    """`applied`, or `conf` as it is when the store's document cannot be read now (a
-    database away, a hand-broken row): what teamd keeps between its SIGHUPs."""
+    """`settings.apply_shared`, or `conf` as it is when the store's document cannot be read
+    now (a database away, a hand-broken row): what teamd keeps between its SIGHUPs."""
     try:
-        return applied(store, conf)
+        return settings.apply_shared(store, conf)
     except TeamdError:
         return conf
 
@@ -97,5 +68,5 @@ def reload(ws: Workspace, last: Json) -> tuple[Settings, Json]:
         log.info("the [permissions], [hooks] and [prices] of %s are unchanged since read: "
                  "the store's stay in force (`teamctl init --store` writes them)",
                  ws.settings_file)
-    return applied(ws.store, own), mine
+    return settings.apply_shared(ws.store, own), mine
 

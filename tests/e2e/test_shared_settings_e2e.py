@@ -31,7 +31,7 @@ from tests.harness import (
     wait_status,
     wait_until,
 )
-from tests.helpers_proc import ctl
+from tests.helpers_proc import ctl, teamctl
 
 T = 30.0
 MODEL = "claude-shared-1"  # no built-in price: what it costs is what [prices] says
@@ -181,6 +181,22 @@ def test_a_price_pushed_from_one_root_wakes_a_member_paused_for_want_of_it_on_an
         wait_status(second, "alice", "idle")
         assert [e["cost_usd"] for e in events_of(second, "alice", "model_call")] == [
             pytest.approx(0.003)]
+
+
+def test_a_hand_broken_shared_document_is_named_exit_2(tmp_path: Path, pg_url: str) -> None:
+    """The document is written whole by `init --store` and SIGHUP, which check it first;
+    one broken by hand (here, through the seam) is named, as a broken teamd.toml is."""
+    ws = Workspace.at(tmp_path / "root")
+    ctl(ws, "init", "--store", pg_url)
+    for doc, says in (({"permissions": {"deny": ["bsh(x)"]}, "hooks": {}, "prices": {}},
+                       "bsh(x)"),
+                      ({"permissions": {}, "colours": {}}, "not a table it keeps: colours")):
+        assert ws.store.write_shared_tables(doc)
+        result = teamctl(ws.root, "config")
+        lines = result.stderr.decode().splitlines()
+        assert result.returncode == 2 and len(lines) == 1, result
+        assert says in lines[0] and pg_url in lines[0], lines
+        assert ws.store.read_shared_tables() == doc  # nothing changed
 
 
 def test_with_files_each_root_keeps_its_own_tables(tmp_path: Path) -> None:

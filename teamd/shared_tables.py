@@ -69,4 +69,3 @@ def reload(ws: Workspace, last: Json) -> tuple[Settings, Json]:
                  "the store's stay in force (`teamctl init --store` writes them)",
                  ws.settings_file)
     return settings.apply_shared(ws.store, own), mine
-

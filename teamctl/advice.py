@@ -30,7 +30,7 @@ def model_warning(ws: Workspace, model: str | None) -> str | None:
     SDK lists."""
     if not model:
         try:
-            model = settings.load(ws).model
+            model = settings.load_file(ws).model
         except TeamdError:
             return None  # the member is added; a broken teamd.toml is teamd's to report
     found = deprecations.warning_for(model)
@@ -53,6 +53,6 @@ def no_key(supervisor: Json | None, ws: Workspace | None = None) -> str | None:
 
 def _key_file(ws: Workspace) -> str:
     try:
-        return settings.load(ws).api_key_file
+        return settings.load_file(ws).api_key_file
     except TeamdError:
         return ""

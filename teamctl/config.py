@@ -1,5 +1,6 @@
 """`teamctl config`: the settings in force — teamd.toml and the `TEAMD_*` variables
-together, as `teamd` would read them now — and where each came from (CONTRACT §9, §10).
+together, as `teamd` would read them now, the tables a PostgreSQL store shares in place of
+the file's — and where each came from (CONTRACT §9, §10, §15).
 Registered on the app by teamctl.cli.
 
 The API key's value is never printed: only whether one is set; nor is a store URL's password.
@@ -8,24 +9,37 @@ The API key's value is never printed: only whether one is set; nor is a store UR
 from __future__ import annotations
 
 import os
+import sys
 from typing import Any
 
 from teamctl import output
 from teamctl.params import JsonOpt, ws
 from teamd import settings
+from teamd.errors import BadInput, TeamdError
 from teamd.prices import Price
 from teamd.store import urls
 
 #: variables read from the environment only (CONTRACT §10); the key's value never shown
 API_KEY, BASE_URL = "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL"
+#: the source of the tables a PostgreSQL store keeps for every host, not teamd.toml's
+STORE = "store"
 
 
 def settings_in_force() -> dict[str, dict[str, Any]]:
     """{KEY: {"value", "source"}}: every key of teamd.toml (its tables too), then the
     environment-only variables. A bad key or value is BadInput naming it."""
     w = ws()
-    conf = settings.load(w)
+    conf = settings.load_file(w)
     origin = settings.sources(w)
+    try:
+        if w.store.read_shared_tables() is not None:  # PostgreSQL: every host's (§15)
+            conf = settings.apply_shared(w.store, conf)
+            origin.update(dict.fromkeys(settings.TABLES, STORE))
+    except BadInput:
+        raise  # a hand-broken document: named, exit 2, as a broken teamd.toml is
+    except TeamdError as exc:  # a store away: what this host's file says, and why
+        print(f"teamctl: warning: {exc}; showing teamd.toml's [permissions], [hooks] and "
+              "[prices]", file=sys.stderr)
     doc: dict[str, dict[str, Any]] = {
         key: {"value": value, "source": origin[key]}
         for key, value in conf.as_toml_table().items()}
@@ -53,8 +67,9 @@ def _as_toml(model: str, price: Price) -> dict[str, Any]:
 
 def config(as_json: JsonOpt = False) -> None:
     """The settings in force — teamd.toml and TEAMD_* variables together — and where
-    each came from: file, env or default. A bad key or value in teamd.toml exits 2,
-    naming it. The API key's value is never shown.
+    each came from: file, env or default, or store for the [permissions], [hooks] and
+    [prices] a PostgreSQL store keeps for every host. A bad key or value in teamd.toml
+    exits 2, naming it. The API key's value is never shown.
 
     \b
     Examples:
@@ -69,6 +84,9 @@ def config(as_json: JsonOpt = False) -> None:
     print(output.table(["KEY", "VALUE", "SOURCE"], rows))
     print(f"\nfile: {ws().settings_file}" + ("" if ws().settings_file.is_file() else
                                               " (none: `teamctl init` writes one)"))
+    if doc["permissions"]["source"] == STORE:
+        print(f"store: {ws().store.description} ([permissions], [hooks] and [prices], the "
+              "same on every host; `teamctl init --store` writes this file's there)")
 
 
 def _shown(value: Any) -> str:

@@ -19,6 +19,11 @@ from teamd.files import Json
 if TYPE_CHECKING:
     from teamd.actions.transfer import Progress
 
+#: what `init --store` says of the [permissions], [hooks] and [prices] every host applies
+SHARED = {"written": "[permissions], [hooks] and [prices] written into the store: every "
+                     "host applies them",
+          "kept": "[permissions], [hooks] and [prices]: the store's kept (another host's); "
+                  "edit them here, then run this again to write them"}
 #: a copy says how far it is on stderr each time a part of it passes this many more records
 BIG = 10_000
 
@@ -32,7 +37,9 @@ def init(force: Annotated[bool, typer.Option("--force", help="Overwrite an exist
          as_json: JsonOpt = False) -> None:
     """Write teamd.toml with every setting at its default (exit 2 if it exists, unless
     --force); with --store, name the store there (the rest of the file kept) and create
-    its schema.
+    its schema. With PostgreSQL, also write the file's [permissions], [hooks] and [prices]
+    into the store, where every host reads them (run it again after editing them; a file
+    made here from the defaults keeps the tables the store has).
 
     \b
     Example:
@@ -54,6 +61,8 @@ def init(force: Annotated[bool, typer.Option("--force", help="Overwrite an exist
     else:
         schema = f" (schema {done['schema']})" if done["schema"] else ""
         print(f"wrote {done['settings']}: store = {done['store']}{schema}")
+        if done["shared"]:
+            print(SHARED[done["shared"]])
 
 
 def export(team: TeamArg,

@@ -57,7 +57,7 @@ def take_key(ws: Workspace) -> None:
     def key_file() -> str:  # read only when the environment has no key
         from teamd import settings
 
-        return settings.load(ws).api_key_file
+        return settings.load_file(ws).api_key_file
 
     apikey.take(key_file)
     from teamd.proc import set_dumpable  # after: a re-execution needs none of this

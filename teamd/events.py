@@ -51,7 +51,7 @@ def _settings(ws: Workspace) -> settings.Settings:
     if conf is not None:
         return conf
     try:
-        return settings.load(ws)
+        return settings.load_file(ws)  # the journal's limits are flat keys: the host's own
     except BadInput as exc:
         # A broken teamd.toml must not lose the journal entry of a write already made.
         log.warning("%s; rotating events with the default limits", exc)

@@ -1,7 +1,9 @@
 """Settings: `teamd.toml` at the workspace root, overridden by the environment.
 
 A flat table plus the `[permissions]`, `[hooks]` and `[prices]` tables (CONTRACT.md sections
-10, 11, 12).
+10, 11, 12); with a PostgreSQL store the three tables in force are the store's, the same on
+every host (§15: applied here, `apply_shared`; written by `teamd.shared_tables`), and only
+the flat keys are each host's file's.
 `TEAMD_<KEY>` overrides any key of the flat table (the tables have no variables); the API
 key comes from the environment or the file `api_key_file` names (`teamd.apikey`), the base
 URL from the environment, and neither is ever written anywhere.
@@ -10,6 +12,7 @@ URL from the environment, and neither is ever written anywhere.
 from __future__ import annotations
 
 import difflib
+import json
 import logging
 import os
 import tomllib
@@ -24,6 +27,7 @@ from teamd.permission_rules import Permissions, parse_table
 if TYPE_CHECKING:
     from teamd.layout import Workspace
     from teamd.prices import Price
+    from teamd.store.api import Store
 
 log = logging.getLogger(__name__)
 
@@ -138,7 +142,15 @@ def _did_you_mean(key: str) -> str:
 
 
 def load(ws: Workspace, environ: Mapping[str, str] | None = None) -> Settings:
-    """Defaults, then `teamd.toml`, then `TEAMD_<KEY>` variables. Cached on the file's mtime."""
+    """The settings a process applies: `load_file`, with the `[permissions]`, `[hooks]` and
+    `[prices]` of the store instead of the file's where the store keeps them for every host
+    (PostgreSQL, CONTRACT §15: `apply_shared`)."""
+    return apply_shared(ws.store, load_file(ws, environ))
+
+
+def load_file(ws: Workspace, environ: Mapping[str, str] | None = None) -> Settings:
+    """This host's own: defaults, then `teamd.toml`, then `TEAMD_<KEY>` variables (the
+    flat keys are always these). Cached on the file's stamp."""
     env = os.environ if environ is None else environ
     path = ws.settings_file
     try:
@@ -151,18 +163,7 @@ def load(ws: Workspace, environ: Mapping[str, str] | None = None) -> Settings:
     if environ is None and cached and cached[0] == stamp:
         base = cached[1]
     else:
-        values: dict[str, Any] = {}
-        if stamp is not None:
-            table = _read_table(path)
-            kinds = {f.name: f.type for f in fields(Settings)}
-            for key, value in table.items():
-                if key not in kinds:
-                    raise BadInput(f"{path}: unknown setting {key!r}{_did_you_mean(key)}")
-                if key in TABLES:
-                    values[key] = _parse_table(key, value, str(path))
-                    continue
-                values[key] = _coerce(key, value, _kind(key), str(path))
-        base = Settings(**values)
+        base = from_table(_read_table(path) if stamp is not None else {}, str(path))
         if environ is None:
             _cache[path] = (stamp, base)
     overrides = {}
@@ -173,6 +174,53 @@ def load(ws: Workspace, environ: Mapping[str, str] | None = None) -> Settings:
     if overrides:
         return replace(base, **overrides)
     return base
+
+
+def from_table(table: Mapping[str, Any], where: str) -> Settings:
+    """The settings a teamd.toml read as `table` says (the defaults for what it leaves
+    out); BadInput naming `where` and the key for an unknown key or a bad value."""
+    kinds = {f.name for f in fields(Settings)}
+    values: dict[str, Any] = {}
+    for key, value in table.items():
+        if key not in kinds:
+            raise BadInput(f"{where}: unknown setting {key!r}{_did_you_mean(key)}")
+        values[key] = _parse_table(key, value, where) if key in TABLES else \
+            _coerce(key, value, _kind(key), where)
+    return Settings(**values)
+
+
+def file_table(ws: Workspace) -> dict[str, Any]:
+    """`teamd.toml` as read, unchecked ({} when there is none); BadInput when it is no TOML."""
+    path = ws.settings_file
+    return _read_table(path) if path.is_file() else {}
+
+
+#: the last shared document read, parsed: a member reads it before every call, parses it once
+_parsed: dict[str, dict[str, Any]] = {}
+
+
+def _shared_where(store: Store) -> str:
+    """The shared tables' place, for a message to a person (the URL's password masked)."""
+    return f"{store.description} (the shared [permissions], [hooks] and [prices])"
+
+
+def apply_shared(store: Store, conf: Settings) -> Settings:
+    """`conf` with the store's three tables instead of its own where the store keeps them;
+    BadInput (BadRecord) naming the store's document when it cannot be read as tables."""
+    doc = store.read_shared_tables()
+    if doc is None:
+        return conf
+    key = json.dumps(doc, sort_keys=True)
+    tables = _parsed.get(key)
+    if tables is None:
+        extra = sorted(set(doc) - set(TABLES))
+        if extra:
+            raise BadInput(f"{_shared_where(store)}: not a table it keeps: {', '.join(extra)}")
+        parsed = from_table(doc, _shared_where(store))
+        tables = {name: getattr(parsed, name) for name in TABLES}
+        _parsed.clear()
+        _parsed[key] = tables
+    return replace(conf, **tables)
 
 
 def store_url(ws: Workspace) -> str:
@@ -232,8 +280,7 @@ def sources(ws: Workspace, environ: Mapping[str, str] | None = None) -> dict[str
     """Where each setting in force comes from: "env" (its TEAMD_<KEY>), "file"
     (teamd.toml) or "default". The file is read as it is: `load` says what is wrong in it."""
     env = os.environ if environ is None else environ
-    path = ws.settings_file
-    in_file = set(_read_table(path)) if path.is_file() else set()
+    in_file = set(file_table(ws))
     return {f.name: "env" if _env_value(env, f.name) is not None else
             "file" if f.name in in_file else "default" for f in fields(Settings)}
 

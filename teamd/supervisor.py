@@ -29,6 +29,7 @@ from teamd import (
     repair,
     roster,
     roster_cache,
+    shared_tables,
     troubles,
 )
 from teamd import assign as assign_mod
@@ -69,6 +70,9 @@ class Supervisor(Exits):
     def __init__(self, ws: Workspace) -> None:
         self.ws = ws
         self.conf = settings_mod.load(ws)
+        # teamd.toml's [permissions], [hooks], [prices] as last read: a SIGHUP writes them
+        # into a store that shares them only once they changed (`shared_tables.reload`)
+        self.own_tables = shared_tables.document(settings_mod.file_table(ws))
         events.use_settings(ws, self.conf)
         self.pid = os.getpid()
         self.processes: dict[int, MemberProcess] = {}  # pid → the member process we forked
@@ -136,10 +140,11 @@ class Supervisor(Exits):
     handle_int = handle_term
 
     def handle_hup(self) -> None:
-        """Re-read teamd.toml; a broken one keeps the settings in force (a typo: not down)."""
+        """Re-read teamd.toml, and write its tables into a store that shares them; a
+        broken one keeps the settings in force (a typo: not down) and writes nothing."""
         self.notifier.reloading()
         try:
-            self.conf = settings_mod.load(self.ws)
+            self.conf, self.own_tables = shared_tables.reload(self.ws, self.own_tables)
             events.use_settings(self.ws, self.conf)
             self.roster_touched.update(self.ws.store.team_names())  # a new price frees the paused
             log.info("re-read %s", self.ws.settings_file)
@@ -167,6 +172,7 @@ class Supervisor(Exits):
     # -- reconcile -----------------------------------------------------------------------
     def reconcile(self) -> None:
         now = time.time()
+        self.conf = shared_tables.refreshed(self.ws.store, self.conf)  # another host's push
         self.wake_at = None
         by_member = {p.key: p for p in self.processes.values()}
         for team in self.ws.store.team_names():

@@ -335,6 +335,18 @@ class Store(Protocol):
         unit: at most `limit` holders at once across the root, and a holder that dies
         frees its slot. `between` runs each time every slot was found taken."""
 
+    # -- the settings every host applies (CONTRACT §15) --------------------------------
+    def read_shared_tables(self) -> Json | None:
+        """The `[permissions]`, `[hooks]` and `[prices]` tables the store keeps for every
+        host, as one document `{"permissions": {…}, "hooks": {…}, "prices": {…}}` (each
+        table as teamd.toml writes it); None when none was written, and always for a store
+        that shares nothing (files: each root's teamd.toml keeps its own). BadRecord when
+        what is kept is not a JSON object."""
+
+    def write_shared_tables(self, doc: Json) -> bool:
+        """Replace that document as one step; False, writing nothing, for a store that
+        shares nothing (files)."""
+
     # -- the supervisor (CONTRACT §2, §9) ----------------------------------------------
     def claim_supervisor(self, info: Json) -> Any:
         """Become the root's one supervisor and store its record `info` (a handle to keep,

@@ -74,7 +74,7 @@ def test_init_store_names_the_store_keeping_the_file_and_is_idempotent(ws: Works
     ws.settings_file.write_text(edited + "\n# my own note\n")
     out = ctl(ws, "init", "--store", "files", "--json")
     assert json.loads(out) == {"settings": str(ws.settings_file), "store": "files",
-                               "schema": None}
+                               "schema": None, "shared": None}  # files: nothing shared
     text = ws.settings_file.read_text()
     assert text == edited + "\n# my own note\n"  # `store = "files"` was there: unchanged
     ws.settings_file.write_text(text.replace('store = "files"\n', ""))

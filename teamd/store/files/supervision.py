@@ -1,4 +1,5 @@
-"""The supervisor's lock `teamd.lock`, `teamd.json`, and `person_needed.json` (CONTRACT §2, §11).
+"""The supervisor's lock `teamd.lock`, `teamd.json`, and `person_needed.json` (CONTRACT §2, §11);
+the settings a files store shares between hosts: none (§15).
 
 The flock on `.teams/teamd.lock` is the claim (the kernel drops it when the supervisor
 dies); `teamd.json` is the record of who holds it, which readers check against the live
@@ -17,7 +18,7 @@ from teamd.store.files.base import Base
 
 class Supervision(Base):
     """claim_supervisor, supervisor_info, write_supervisor_info, release_supervisor,
-    read/write paged."""
+    read/write paged, read/write shared tables."""
 
     def claim_supervisor(self, info: Json) -> int | None:
         """The handle is the descriptor holding the flock. Opened and locked in place,
@@ -52,3 +53,9 @@ class Supervision(Base):
 
     def write_paged(self, team: str, doc: Json) -> None:
         files.write_json(self.paths.paged(team), doc)
+
+    def read_shared_tables(self) -> Json | None:
+        return None  # one root, one teamd.toml: its tables are the ones in force
+
+    def write_shared_tables(self, doc: Json) -> bool:
+        return False

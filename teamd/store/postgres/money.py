@@ -1,12 +1,12 @@
-"""Spend, the shared back-off, the call slots, the supervisor's claim and records in
-PostgreSQL (CONTRACT §2, §11, §12, §15).
+"""Spend, the shared back-off, the call slots, the supervisor's claim and records, and the
+settings every host applies, in PostgreSQL (CONTRACT §2, §11, §12, §15).
 
-`spend.json` and `person_needed.json` are documents of `team_docs`, `ratelimit.json` and
-`teamd.json` of `root_docs`, each read-modify-written in a unit holding its lock. A call
-slot and the supervisor's claim are **session** advisory locks: held by a connection, not
-a transaction, so a holder that dies — even by `kill -9` — frees them with its connection.
-A slot is taken on the thread's own connection; the claim on a connection of its own, kept
-for as long as the claim is held.
+`spend.json` and `person_needed.json` are documents of `team_docs`; `ratelimit.json`,
+`teamd.json` and the shared `[permissions]`, `[hooks]` and `[prices]` tables of `root_docs`,
+each read-modify-written in a unit holding its lock. A call slot and the supervisor's claim
+are **session** advisory locks: held by a connection, not a transaction, so a holder that
+dies — even by `kill -9` — frees them with its connection. A slot is taken on the thread's
+own connection; the claim on a connection of its own, kept for as long as the claim is held.
 """
 
 from __future__ import annotations
@@ -29,12 +29,12 @@ log = logging.getLogger(__name__)
 
 #: the first key of the session advisory locks: call slots, the supervisor's claim
 SLOTS, SUPERVISOR = 0x7464736C, 0x74647376
-BACKOFF, TEAMD, SPEND, PAGED = "ratelimit", "teamd", "spend", "paged"
+BACKOFF, TEAMD, SPEND, PAGED, SHARED = "ratelimit", "teamd", "spend", "paged", "settings"
 
 
 class Money(Base):
     """read_spend, add_spend, read_backoff, update_backoff, call_slot; the supervisor's
-    claim and records, read/write paged."""
+    claim and records, read/write paged; read/write shared tables."""
 
     def _team_doc(self, team: str, what: str, lock: bool = False) -> Json | None:
         doc = self.db.one("SELECT doc FROM team_docs WHERE team = %s AND what = %s"
@@ -101,6 +101,20 @@ class Money(Base):
             doc = change(None if found is None else found[0])
             if doc is not None:
                 self._put_root_doc(BACKOFF, doc)
+
+    def read_shared_tables(self) -> Json | None:
+        found = self._root_doc(SHARED)
+        return None if found is None else found[0]
+
+    def write_shared_tables(self, doc: Json) -> bool:
+        """One step, reported as a roster change of every team: each host's teamd reads
+        its rosters again and wakes its paused members, which re-check with the new
+        prices (as a SIGHUP does for one host's own)."""
+        with self.db.unit(f"root:{SHARED}"):
+            self._put_root_doc(SHARED, doc)
+            for (team,) in self.db.rows("SELECT team FROM teams"):
+                self.db.changed(Kind.SPEC, team)
+        return True
 
     @contextmanager
     def call_slot(self, limit: int, between: Callable[[], None] | None = None

@@ -10,14 +10,20 @@ from __future__ import annotations
 import fcntl
 import os
 
+from typing import Any
+
 from teamd import files, removals
+from teamd.errors import BadInput
 from teamd.files import Json
 from teamd.store.files.base import Base
 
 
+HOSTS_NEED_POSTGRES = "hosts share a PostgreSQL store (--store URL); the files store is one machine's"
+
+
 class Supervision(Base):
     """claim_supervisor, supervisor_info, write_supervisor_info, release_supervisor,
-    read/write paged."""
+    read/write paged; the hosts' part of the seam (none here)."""
 
     def claim_supervisor(self, info: Json) -> int | None:
         """The handle is the descriptor holding the flock. Opened and locked in place,
@@ -46,6 +52,24 @@ class Supervision(Base):
         removals.remove_file(self.paths.supervisor_info)
         if handle is not None:
             os.close(handle)  # the flock goes with it
+
+    # -- hosts: one machine, so none (CONTRACT §15) ---------------------------------------
+    supports_hosts = False
+
+    def list_hosts(self, timeout: float) -> list[Json]:
+        return []
+
+    def beat_host(self, claim: Any, changes: Json | None = None) -> None:
+        raise BadInput(HOSTS_NEED_POSTGRES)
+
+    def lead(self, claim: Any) -> bool:
+        return True  # the root's one supervisor decides everything
+
+    def take_over_host(self, name: str, lease: int) -> bool:
+        raise BadInput(HOSTS_NEED_POSTGRES)
+
+    def fence(self) -> None:
+        pass  # one machine: nothing to fence off
 
     def read_paged(self, team: str) -> Json | None:
         return files.read_json(self.paths.paged(team))

@@ -62,7 +62,7 @@ SCHEMA = 2
 #: a member's live fields: what it *is* (CONTRACT §4: `members/{name}.json`); the rest of a
 #: member entry is what it should be (`config.json`)
 STATUS_FIELDS = ("status", "pid", "pid_create_time", "started_at", "restart_at", "restarts",
-                 "last_exit", "last_error", "current_task", "usage")
+                 "last_exit", "last_error", "current_task", "usage", "host")
 
 
 def fresh_status() -> MemberStatus:

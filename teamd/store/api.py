@@ -363,8 +363,9 @@ class Store(Protocol):
     def lead(self, claim: Any) -> bool:
         """Become or stay the hosts' one leader: True while this host is it."""
 
-    def take_over_host(self, name: str, lease: int) -> bool:
-        """Inside a unit: fence off host `name` if its lease is still `lease`."""
+    def take_over_host(self, name: str, lease: int, moves: Callable[[], None]) -> bool:
+        """Fence off host `name` if its lease is still `lease`, running `moves` (its
+        members placed elsewhere) in the same step; False when it was not."""
 
     def fence(self) -> None:
         """A fenced unit (LeaseLost once this process's host lost its lease); nothing

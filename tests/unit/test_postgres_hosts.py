@@ -68,22 +68,21 @@ def test_a_takeover_refuses_every_later_unit_of_the_host(pg_url: str, tmp_path: 
     leader = PostgresStore(pg_url, tmp_path)
 
     # a unit of the host begun before the takeover finishes first: the takeover waits
-    inside, done = threading.Event(), threading.Event()
+    inside, committing = threading.Event(), threading.Event()
 
     def slow_unit() -> None:
         with host.db.unit():
             inside.set()
             time.sleep(0.5)
-        done.set()
+            committing.set()  # the commit follows: the takeover cannot finish before it
 
     worker = threading.Thread(target=slow_unit)
     worker.start()
     assert inside.wait(10)
-    with leader.db.unit():
-        assert leader.take_over_host("h1", claim.lease)
-    assert done.is_set()  # the takeover committed only after the unit under way
+    assert leader.take_over_host("h1", claim.lease, lambda: None)
+    assert committing.is_set()  # the takeover waited for the unit under way
     worker.join()
-    assert not leader.take_over_host("h1", claim.lease)  # once
+    assert not leader.take_over_host("h1", claim.lease, lambda: None)  # once
 
     with pytest.raises(LeaseLost):
         host.add_spend("t", lambda doc: {"schema": 1, "spent_usd": 9.0})
@@ -119,8 +118,7 @@ def test_a_forked_member_is_fenced_with_its_hosts_lease(pg_url: str, tmp_path: P
             os._exit(code)
     assert os.read(read, 1) == b"1"
     leader = PostgresStore(pg_url, tmp_path)
-    with leader.db.unit():
-        assert leader.take_over_host("h1", claim.lease)
+    assert leader.take_over_host("h1", claim.lease, lambda: None)
     os.write(go_w, b"1")
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0

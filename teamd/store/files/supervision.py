@@ -10,6 +10,7 @@ from __future__ import annotations
 import fcntl
 import os
 
+from collections.abc import Callable
 from typing import Any
 
 from teamd import files, removals
@@ -65,7 +66,7 @@ class Supervision(Base):
     def lead(self, claim: Any) -> bool:
         return True  # the root's one supervisor decides everything
 
-    def take_over_host(self, name: str, lease: int) -> bool:
+    def take_over_host(self, name: str, lease: int, moves: Callable[[], None]) -> bool:
         raise BadInput(HOSTS_NEED_POSTGRES)
 
     def fence(self) -> None:

@@ -16,6 +16,7 @@ connection: one host at a time, freed when that host's connection goes.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -167,13 +168,19 @@ class Hosts(Base):
                  "held": bool(held), "current_lease": lease}
                 for doc, age, held, lease in rows]
 
-    def take_over_host(self, name: str, lease: int) -> bool:
-        """Inside a unit: give host `name`'s lease a new number if it is still `lease` (False:
-        its `teamd` rejoined, or another leader took it over first). Waits for the
-        fenced units under way on that host; every later one of theirs is refused."""
-        return self.db.one(
-            "UPDATE leases SET lease = nextval('lease_numbers') WHERE host = %s AND lease = %s"
-            " RETURNING lease", (name, lease)) is not None
+    def take_over_host(self, name: str, lease: int, moves: Callable[[], None]) -> bool:
+        """Give host `name`'s lease a new number if it is still `lease`, and run `moves`
+        (the leader placing its members elsewhere) in the same transaction; False, doing
+        nothing, when its `teamd` rejoined or another leader took it over first. Waits for
+        the fenced units under way on that host; every later one of theirs is refused."""
+        with self.db.unit():
+            taken = self.db.one(
+                "UPDATE leases SET lease = nextval('lease_numbers') WHERE host = %s"
+                " AND lease = %s RETURNING lease", (name, lease)) is not None
+            if taken:
+                self.db.touched()
+                moves()
+        return taken
 
     # -- the supervisor: this machine's host (`teamd.hostname.here`) ------------------------
     def claim_supervisor(self, info: Json) -> HostClaim | None:

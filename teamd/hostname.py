@@ -8,10 +8,17 @@ one thing: everything that asks "which host is this?" asks here.
 from __future__ import annotations
 
 import os
+import re
 import socket
 
 ENV = "TEAMD_HOST"
+#: what a host name may be (`teamd run --host`, `spawn --host`)
+NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 
 
 def here() -> str:
     return os.environ.get(ENV) or socket.gethostname()
+
+#: why a store without hosts refuses what only hosts do
+HOSTS_NEED_POSTGRES = ("hosts share a PostgreSQL store (--store URL); the files store is "
+                       "one machine's")

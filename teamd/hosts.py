@@ -22,7 +22,6 @@ from teamd import hostname
 from teamd.files import Json
 from teamd.layout import Workspace
 from teamd.settings import Settings
-from teamd.states import LIVE
 from teamd.store.errors import LeaseLost
 
 log = logging.getLogger(__name__)
@@ -45,6 +44,7 @@ class Host:
         self.renewed = time.monotonic()  # the last heartbeat that was made
         self.next_beat = 0.0  # time.time() of the next heartbeat
         self.unreachable = ""  # why the last heartbeat failed ("" when it was made)
+        self.lost = False  # the lease is gone: nothing runs here until it joins again
 
     def due(self, now: float) -> bool:
         return now >= self.next_beat
@@ -74,7 +74,7 @@ class Host:
         self.renewed = time.monotonic()
 
     def leads(self) -> bool:
-        return self.ws.store.lead(self.claim)
+        return not self.lost and self.ws.store.lead(self.claim)
 
 
 def here_record(conf: Settings) -> Json:
@@ -86,9 +86,3 @@ def here_record(conf: Settings) -> Json:
 def is_mine(member: Mapping[str, Any], host: str | None) -> bool:
     """Is `member` this host's to run? Every member is, without hosts (`host` None)."""
     return host is None or member.get("host") == host
-
-
-def alive_elsewhere(member: Mapping[str, Any], alive: Mapping[str, bool]) -> bool:
-    """A member placed on another host counts as live while its status says it runs and
-    its host is alive (`alive`: host name → alive): its pid is another machine's."""
-    return member.get("status") in LIVE and alive.get(str(member.get("host")), False)

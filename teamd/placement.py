@@ -17,12 +17,33 @@ import math
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from teamd import roster
+from teamd import hostname, roster
+from teamd.errors import BadInput
 from teamd.files import Json
 from teamd.layout import Workspace
 from teamd.states import LIVE, Desired, Status, Writer, transition
 
 log = logging.getLogger(__name__)
+
+
+def pin_for(ws: Workspace, host: str | None, *, local_state: bool) -> str | None:
+    """The host a member spawned now is pinned to (None: the leader places it): `host`
+    (`spawn --host`, `Task` `host`), or this machine's for a member whose state is local
+    (a worktree, Claude Code's). BadInput for a name that cannot be a host's, `--host`
+    without hosts, or a member with local state pinned elsewhere."""
+    if host is not None and not hostname.NAME_RE.fullmatch(host):
+        raise BadInput(f"--host {host!r}: a host name is 1-64 letters, digits, '.', '_' "
+                       "or '-'")
+    if not ws.store.supports_hosts:
+        if host is not None:
+            raise BadInput(f"--host {host}: hosts share a PostgreSQL store (--store URL); "
+                           f"{ws.store.description} is this machine's alone")
+        return None
+    here = hostname.here()
+    if local_state and host not in (None, here):
+        raise BadInput(f"--host {host}: a worktree or claude-code member keeps its state on "
+                       f"the host that spawns it ({here}); run the spawn there")
+    return host or (here if local_state else None)
 
 
 def waiting_for(host: str) -> str:
@@ -63,7 +84,7 @@ def needs_host(m: Mapping[str, Any], hosts: Mapping[str, Json]) -> bool:
     pin, where = m.get("pinned_host"), m.get("host")
     if pin:
         dead = not hosts.get(pin, {}).get("alive", False)
-        return where != pin or dead and m.get("status") in LIVE
+        return where != pin or (dead and m.get("status") in LIVE)
     if where is None:
         return m.get("desired") == Desired.RUNNING
     return not hosts.get(where, {}).get("held", False)

@@ -9,17 +9,14 @@ from __future__ import annotations
 
 import fcntl
 import os
-
 from collections.abc import Callable
 from typing import Any
 
 from teamd import files, removals
 from teamd.errors import BadInput
 from teamd.files import Json
+from teamd.hostname import HOSTS_NEED_POSTGRES
 from teamd.store.files.base import Base
-
-
-HOSTS_NEED_POSTGRES = "hosts share a PostgreSQL store (--store URL); the files store is one machine's"
 
 
 class Supervision(Base):

@@ -142,7 +142,7 @@ class Hosts(Base):
         """A clean stop: the record says the host left (dead at once for every reader), and
         the claim goes with its connection."""
         try:
-            if not (claim.conn.closed or claim.conn.broken):
+            if not (claim.conn.closed or claim.conn.broken or self.db.fenced_out):
                 with claim.conn.transaction():
                     claim.conn.execute("SELECT teamd_fence(%s, %s)", (claim.name, claim.lease))
                     claim.conn.execute(

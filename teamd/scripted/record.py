@@ -1,11 +1,10 @@
-"""The scripted server's record of requests: in memory, as a JSONL log, and waits on it.
-
-This module owns what is kept of every `/v1/messages` request (who sent it, the rule that
+"""The scripted server's record of requests: in memory, as a JSONL log, and waits on it. This
+module owns what is kept of every `/v1/messages` request (who sent it, the rule that
 answered, the status, the path with its query, the betas asked for, the client's address,
-the body and reply; its key — `x-api-key` or the bearer token — only as a SHA-256), the per-agent request
-count rules' `nth` tests, the requests in flight and their peak, the requests to any other
-endpoint (`other_requests`), the log file (one write per line on an O_APPEND descriptor)
-and `wait_for`.
+the body and reply; its key — `x-api-key` or the bearer token — only as a SHA-256), the
+per-agent request count rules' `nth` tests, the requests in flight and their peak, the
+requests to any other endpoint (`other_requests`), the log file (one write per line on an
+O_APPEND descriptor) and `wait_for`.
 `ScriptedServer` is a `Recorder`; the HTTP handler records through it.
 """
 

@@ -1,5 +1,6 @@
-"""The scripted server's record of requests: in memory, as a JSONL log, and waits on it. This
-module owns what is kept of every `/v1/messages` request (who sent it, the rule that
+"""The scripted server's record of requests: in memory, as a JSONL log, and waits on it.
+
+This module owns what is kept of every `/v1/messages` request (who sent it, the rule that
 answered, the status, the path with its query, the betas asked for, the client's address,
 the body and reply; its key — `x-api-key` or the bearer token — only as a SHA-256), the
 per-agent request count rules' `nth` tests, the requests in flight and their peak, the

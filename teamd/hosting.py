@@ -54,7 +54,7 @@ class Hosting:
 
     def leads(self) -> bool:
         """Does this supervisor decide for the whole store (places, assigns, pages)?"""
-        return self.host is None or self.host.leads()
+        return self.host is None or self.host.leads(self.hosts_seen)
 
     def run_host_timer(self, now: float) -> None:
         """The heartbeat when due (or, with the lease lost, another try to join), then,
@@ -65,7 +65,7 @@ class Hosting:
             self.rejoin(now)
             return
         self.host.beat(now, len(self.processes))
-        if self.host.leads():
+        if self.host.leads(self.read_hosts()):
             self.lead_round()
 
     def read_hosts(self) -> dict[str, Json]:
@@ -75,7 +75,7 @@ class Hosting:
     def lead_round(self) -> None:
         """Take over each dead host still holding its lease (its members placed again in
         the same step)."""
-        hosts = self.read_hosts()
+        hosts = self.hosts_seen
         for dead in [h for h in hosts.values() if not h["alive"] and h["held"]]:
             if dead["name"] == self.host_name:
                 continue  # ourselves: our own heartbeat says otherwise
@@ -94,9 +94,9 @@ class Hosting:
     def place_members(self, team: str, config: Json) -> bool:
         """The leader: give each member of `team` that needs one a host. True when some
         were placed (the caller reads the roster again)."""
-        if self.host is None or not self.host.leads():
+        if self.host is None or not self.leads():
             return False
-        hosts = self.hosts_seen or self.read_hosts()
+        hosts = self.hosts_seen
         load = placement.counts(self.rosters.values())
         return placement.place(self.ws, team, config, hosts, load) > 0
 

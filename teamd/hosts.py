@@ -7,8 +7,8 @@ the heartbeat cannot be made — the database unreachable, the connection cut �
 gives the lease up itself once `LEASE_SHARE` of `host_timeout` has passed since the last
 one that was: before any leader may take it over (`host_timeout` by the database's
 clock), so a host that cannot reach the database has already killed its members when
-another host starts them. What the leader does (placing members, taking over dead hosts)
-is `teamd.placement`'s.
+another host starts them. Who leads is `leader_of`; what the leader does (placing
+members, taking over dead hosts) is `teamd.placement`'s.
 """
 
 from __future__ import annotations
@@ -73,8 +73,18 @@ class Host:
         self.unreachable = ""
         self.renewed = time.monotonic()
 
-    def leads(self) -> bool:
-        return not self.lost and self.ws.store.lead(self.claim)
+    def leads(self, hosts: Mapping[str, Json]) -> bool:
+        return not self.lost and leader_of(hosts) == self.name
+
+
+def leader_of(hosts: Mapping[str, Json]) -> str | None:
+    """The leader, as every host reads the records (CONTRACT §15): of the hosts alive and
+    holding their lease, the one that joined first (the lowest lease). A host that dies or
+    freezes stops being it as soon as its heartbeat is old; two hosts that briefly both
+    think they lead do no harm — a takeover and a claim are each one compare-and-set in
+    the database, and a placement re-checks under the member's lock."""
+    alive = [h for h in hosts.values() if h.get("alive") and h.get("held")]
+    return min(alive, key=lambda h: int(h["lease"]))["name"] if alive else None
 
 
 def here_record(conf: Settings) -> Json:

@@ -360,9 +360,6 @@ class Store(Protocol):
     def beat_host(self, claim: Any, changes: Json | None = None) -> None:
         """The claimed host's heartbeat, a fenced write (LeaseLost, StoreUnreachable)."""
 
-    def lead(self, claim: Any) -> bool:
-        """Become or stay the hosts' one leader: True while this host is it."""
-
     def take_over_host(self, name: str, lease: int, moves: Callable[[], None]) -> bool:
         """Fence off host `name` if its lease is still `lease`, running `moves` (its
         members placed elsewhere) in the same step; False when it was not."""

@@ -60,9 +60,6 @@ class Supervision(Base):
     def beat_host(self, claim: Any, changes: Json | None = None) -> None:
         raise BadInput(HOSTS_NEED_POSTGRES)
 
-    def lead(self, claim: Any) -> bool:
-        return True  # the root's one supervisor decides everything
-
     def take_over_host(self, name: str, lease: int, moves: Callable[[], None]) -> bool:
         raise BadInput(HOSTS_NEED_POSTGRES)
 

@@ -14,6 +14,7 @@ from typing import Any
 import psycopg
 
 from teamd.errors import BadInput, TeamdError
+from teamd.hostname import here
 from teamd.store import urls
 
 #: how long a connection attempt may take before the server counts as unreachable
@@ -61,7 +62,8 @@ def connect(url: str) -> Any:
     """A new autocommit connection to the store at `url` (a unit of work opens its own
     transaction: `teamd.store.postgres.db`)."""
     try:
+        # `teamd HOST` in pg_stat_activity: which machine each connection is (CONTRACT §15)
         return psycopg.connect(url, autocommit=True, connect_timeout=CONNECT_TIMEOUT,
-                               application_name="teamd")
+                               application_name=f"teamd {here()}"[:63])
     except psycopg.Error as exc:
         raise explain(exc, url) from None

@@ -9,8 +9,7 @@ a fenced update of the record, stamped with the database's clock — one clock f
 host, so a host's age is never a matter of two machines' clocks agreeing. A **takeover**
 (the leader's, of a host whose heartbeat is older than `host_timeout`) gives the lease row
 a new number: it waits for the fenced units under way on that host to commit, and refuses
-every later one. The **leader** is whoever holds a second session lock, on its claim's
-connection: one host at a time, freed when that host's connection goes.
+every later one. Who leads is read from these records (`teamd.hosts.leader_of`).
 """
 
 from __future__ import annotations
@@ -32,10 +31,8 @@ from teamd.store.postgres.schema import STALE_LEASE
 
 log = logging.getLogger(__name__)
 
-#: the first key of the hosts' session advisory locks (the second: the name's hash, or 0
-#: for the leader's)
+#: the first key of the hosts' session advisory locks (the second: the name's hash)
 HOSTS = 0x7464686F
-LEADER = 0
 
 #: the database's clock, in epoch seconds (every host's heartbeat is stamped with it)
 NOW = "extract(epoch FROM clock_timestamp())::float8"
@@ -44,16 +41,15 @@ NOW = "extract(epoch FROM clock_timestamp())::float8"
 @dataclass
 class HostClaim:
     """What a host's `teamd` holds: its name, its lease, and the connection that holds its
-    claim (and, while it leads, the leader's lock)."""
+    claim."""
 
     name: str
     lease: int
     conn: Any = field(repr=False)
-    leader: bool = False
 
 
 class Hosts(Base):
-    """join_host, beat_host, leave_host, lead, list_hosts, take_over_host, fence."""
+    """join_host, beat_host, leave_host, list_hosts, take_over_host, fence."""
 
     supports_hosts = True
 
@@ -107,7 +103,6 @@ class Hosts(Base):
                 raise LeaseLost(f"host {claim.name}: its lease {claim.lease} was taken "
                                 "over") from None
             if claim.conn.broken or claim.conn.closed:
-                claim.leader = False  # the leader's lock went with the connection
                 raise explain(exc, self.url) from None
             raise
 
@@ -117,7 +112,6 @@ class Hosts(Base):
         took the name meanwhile."""
         if claim.conn in self.claims:
             self.claims.remove(claim.conn)
-        claim.leader = False
         conn = self.db.fresh()  # StoreUnreachable while the server cannot be reached
         if not conn.execute("SELECT pg_try_advisory_lock(%s, hashtext(%s))",
                             (HOSTS, claim.name)).fetchone()[0]:
@@ -126,17 +120,6 @@ class Hosts(Base):
             raise LeaseLost(f"host {claim.name}: another teamd claimed the name")
         claim.conn = conn
         self.claims.append(conn)
-
-    def lead(self, claim: HostClaim) -> bool:
-        """Try to become (or stay) the leader: True while this host holds the leader's lock."""
-        if claim.leader:
-            return True
-        try:
-            claim.leader = bool(claim.conn.execute(
-                "SELECT pg_try_advisory_lock(%s, %s)", (HOSTS, LEADER)).fetchone()[0])
-        except psycopg.OperationalError:
-            claim.leader = False
-        return claim.leader
 
     def leave_host(self, claim: HostClaim) -> None:
         """A clean stop: the record says the host left (dead at once for every reader), and

@@ -79,8 +79,13 @@ class Hosting:
         for dead in [h for h in hosts.values() if not h["alive"] and h["held"]]:
             if dead["name"] == self.host_name:
                 continue  # ourselves: our own heartbeat says otherwise
-            if placement.take_over(self.ws, dead, self.all_rosters, hosts):
-                self.views.clear()  # the moved members' states: read them again
+            try:
+                if placement.take_over(self.ws, dead, self.all_rosters, hosts):
+                    self.views.clear()  # the moved members' states: read them again
+            except LeaseLost:
+                raise
+            except Exception as exc:  # tried again at the next heartbeat
+                log.error("host %s: cannot take it over yet: %s", dead["name"], exc)
 
     def all_rosters(self) -> list[tuple[str, Json]]:
         out = []
@@ -96,11 +101,14 @@ class Hosting:
         were placed (the caller reads the roster again)."""
         if self.host is None or not self.leads():
             return False
-        hosts = self.hosts_seen
+        # a member never placed yet: the hosts as they are now (one that just joined
+        # has room), not as the last heartbeat read them
+        fresh = any(m.get("host") is None for m in config["members"])
+        hosts = self.read_hosts() if fresh else self.hosts_seen
         load = placement.counts(self.rosters.values())
         return placement.place(self.ws, team, config, hosts, load) > 0
 
-    def lose_lease(self, exc: LeaseLost) -> None:
+    def lose_lease(self, exc: LeaseLost, rejoin: bool = True) -> None:
         """Our lease is gone: another host may be starting our members. End every member
         process now (SIGKILL: no goodbye that writes), reap them recording nothing, and
         join again with a new lease."""
@@ -123,7 +131,7 @@ class Hosting:
         self.ws.store.release_supervisor(self._lock)  # the name's claim, for the new join
         self._lock = None
         self.host.lost = True
-        self.host.next_beat = 0.0  # join again at once
+        self.host.next_beat = 0.0 if rejoin else float("inf")  # join again at once
 
     def rejoin(self, now: float) -> None:
         """Join again with a new lease once the database answers (else at the next

@@ -123,17 +123,20 @@ class Supervisor(Exits, Hosting):
         try:
             while not self.stopping:
                 dirty = self.sleep()
-                self.dispatch_signals()
-                if self.stopping:
-                    break
                 try:
+                    self.dispatch_signals()
+                    if self.stopping:
+                        break
                     self.run_timers()
                     if dirty:
                         self.reconcile()
                 except LeaseLost as exc:  # another host may be starting our members
                     self.lose_lease(exc)
         finally:
-            self.stop_all()
+            try:
+                self.stop_all()
+            except LeaseLost as exc:  # lost while stopping: end them all the same way
+                self.lose_lease(exc, rejoin=False)
         return 0
 
     def handle_chld(self) -> None:

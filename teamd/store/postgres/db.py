@@ -130,8 +130,8 @@ class Db:
             yield rows
         except BaseException:
             local.depth -= 1
-            if outer:
-                self._rollback(conn)
+            if outer:  # on the connection in use now: `_again` may have opened a new one
+                self._rollback(local.conn if local.conn is not None else conn)
             raise
         local.depth -= 1
         if outer:

@@ -7,9 +7,10 @@ hands the host a new **lease** from a sequence (never the same number twice); ev
 of its `teamd` and members is fenced with it (`Db.fence`, `teamd_fence`). The heartbeat is
 a fenced update of the record, stamped with the database's clock — one clock for every
 host, so a host's age is never a matter of two machines' clocks agreeing. A **takeover**
-(the leader's, of a host whose heartbeat is older than `host_timeout`) gives the lease row
-a new number: it waits for the fenced units under way on that host to commit, and refuses
-every later one. Who leads is read from these records (`teamd.hosts.leader_of`).
+(the leader's, of a host whose heartbeat is older than `host_timeout`) ends that host's
+database sessions (a frozen host may hold a unit open), then gives the lease row a new
+number: every later fenced unit of that host is refused. Who leads is read from these
+records (`teamd.hosts.leader_of`).
 """
 
 from __future__ import annotations
@@ -26,13 +27,16 @@ from teamd.files import Json
 from teamd.hostname import here
 from teamd.store.errors import LeaseLost
 from teamd.store.postgres.base import Base
-from teamd.store.postgres.connect import StoreUnreachable, explain
+from teamd.store.postgres.connect import StoreUnreachable, application_name, explain
 from teamd.store.postgres.schema import STALE_LEASE
 
 log = logging.getLogger(__name__)
 
 #: the first key of the hosts' session advisory locks (the second: the name's hash)
 HOSTS = 0x7464686F
+
+#: the longest a takeover waits for the dead host's units to let go of its lease row
+TAKEOVER_WAIT = 10
 
 #: the database's clock, in epoch seconds (every host's heartbeat is stamped with it)
 NOW = "extract(epoch FROM clock_timestamp())::float8"
@@ -157,6 +161,14 @@ class Hosts(Base):
         nothing, when its `teamd` rejoined or another leader took it over first. Waits for
         the fenced units under way on that host; every later one of theirs is refused."""
         with self.db.unit():
+            # a frozen host may be stopped inside a unit, its share lock on the lease row
+            # held: its sessions are ended first (their units rolled back), so the takeover
+            # waits for nothing it would wait for forever; never longer than TAKEOVER_WAIT
+            self.db.execute(f"SET LOCAL lock_timeout = '{TAKEOVER_WAIT}s'")
+            self.db.execute(
+                "SELECT pg_terminate_backend(pid, 5000) FROM pg_stat_activity WHERE"
+                " datname = current_database() AND application_name = %s"
+                " AND pid <> pg_backend_pid()", (application_name(name),))
             taken = self.db.one(
                 "UPDATE leases SET lease = nextval('lease_numbers') WHERE host = %s"
                 " AND lease = %s RETURNING lease", (name, lease)) is not None

@@ -17,7 +17,7 @@ def after_spawn(ws: Workspace, model: str | None) -> None:
     """Every warning that applies to a member just spawned, one line each."""
     supervisor = pidfile.running(ws)
     lines = [model_warning(ws, model), no_key(supervisor, ws)]
-    if supervisor is None:
+    if supervisor is None and not pidfile.supervised(ws):
         lines.append("note: no supervisor is running for this root; start one with "
                      "`teamd run`")
     for line in lines:

@@ -151,6 +151,9 @@ def spawn(
     budget_usd: BudgetOpt = None, as_json: JsonOpt = False,
     effort: Annotated[str, typer.Option(help="Thinking effort: low, medium, high, max.")] = "",
     runtime: RuntimeOpt = None,
+    host: Annotated[str | None, typer.Option(
+        metavar="NAME", help="Run it only on this host of a PostgreSQL store (default: the "
+        "leader places it; a worktree or claude-code member stays on this one).")] = None,
 ) -> None:
     """Add a member with desired=running; the supervisor forks its process.
 
@@ -161,7 +164,7 @@ def spawn(
     member = actions.spawn(ws(), team, name, prompt, role=role, model=model,
                            plan_mode=plan_mode, cwd=cwd, lead=lead, worktree=worktree,
                            base=base, budget_usd=budget_usd, effort=effort,
-                           runtime=runtime)
+                           runtime=runtime, host=host)
     from teamctl import advice, models
 
     if as_json:
@@ -308,6 +311,7 @@ app.command()(journal.attach)
 app.command()(lifecycle.delete)
 app.command()(stores.export)  # teamctl.stores: a team as files, out of or into the store
 app.command("import")(stores.import_cmd)
+app.command()(stores.hosts)
 app.command()(web)  # teamctl.web: its server stack is imported only when it runs
 
 

@@ -87,7 +87,7 @@ def restart(team: TeamArg,
     else:
         actions.restart(ws(), team, name)
         print(f"restart of {name} requested")
-    if pidfile.running(ws()) is None:
+    if not pidfile.supervised(ws()):
         print("note: no supervisor is running; it will start with `teamd run`", file=sys.stderr)
 
 
@@ -101,7 +101,7 @@ def up(team: TeamArg) -> None:
     """
     names = actions.restart_all(ws(), team, only_stopped=True)
     print(f"starting {', '.join(names)}" if names else "every member is already up")
-    if names and pidfile.running(ws()) is None:
+    if names and not pidfile.supervised(ws()):
         print("note: no supervisor is running; they start with `teamd run`", file=sys.stderr)
 
 

@@ -93,7 +93,8 @@ def status_doc(ws: Workspace, team_names: list[str]) -> Json:
     """The `status` document (with the `root` and its `store`, shown as `files` or a URL
     without its password): each member as its roster entry, plus `live`, `uptime`,
     `cpu_percent`, `pss`, `rss`, `plan_gate`, `pending_requests`, `waiting_for`, `branch`
-    and `ahead` (a worktree member's), `runtime` (`teamd` for an entry without one), and
+    and `ahead` (a worktree member's), `runtime` (`teamd` for an entry without one), `host`
+    (with a store that has hosts: where it is placed, None before it is), and
     `current_task` as the board has it (the lowest in-progress task it owns: the board is
     the truth); each team with its `spent_usd`
     (spend.json), `budget_usd` and `supervisor_error` (`{"reason", "ts"}`: teamd's latest
@@ -136,7 +137,10 @@ def status_doc(ws: Workspace, team_names: list[str]) -> Json:
         for m in config["members"]:
             fact = facts.get(f"{config['name']}/{m['name']}")
             started = m.get("started_at")
-            rows.append({**m, **(fact or blank), "live": fact is not None,
+            hosted = {"host": m.get("host")} if ws.store.supports_hosts else {}
+            rows.append({**m, **(fact or blank), **hosted,
+                         # another host's member: its status' word (CONTRACT §15)
+                         "live": fact is not None or (roster.elsewhere(m) and roster.is_live(m)),
                          "runtime": runtimes.of(m),
                          "uptime": now - float(started) if fact and started else None,
                          "current_task": board.current_task(tasks, m["name"]),

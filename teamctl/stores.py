@@ -1,5 +1,6 @@
 """`init` (the root's teamd.toml, and with `--store` its store and schema), `export` and
-`import` (a team moved between stores as the files of section 2): CONTRACT §9, §10, §15.
+`import` (a team moved between stores as the files of section 2), `hosts` (the machines
+sharing a PostgreSQL store): CONTRACT §9, §10, §15.
 Registered on the app by teamctl.cli.
 """
 
@@ -123,3 +124,30 @@ def _report(done: list[Json], as_json: bool, *, many: bool) -> None:
               f"members, {d['tasks']} tasks, {d['messages']} messages waiting, "
               f"{d['requests']} requests, {d['session_records']} session records, "
               f"{d['transcripts']} transcripts, {d['events']} events")
+
+
+def hosts(as_json: JsonOpt = False) -> None:
+    """The hosts sharing this root's PostgreSQL store: alive or dead (a heartbeat younger
+    than host_timeout), members placed on each, their room (max_members) and the leader's
+    view of their lease. Dead hosts are listed too.
+
+    \b
+    Example:
+      teamctl --store postgresql://teamd@db/teamd hosts
+      teamctl hosts --json | jq -r '.[] | select(.alive | not) | .name'
+    """
+    from teamd.actions.hosting import host_list
+
+    found = host_list(ws())
+    if as_json:
+        output.emit_json(found)
+        return
+    if not found:
+        print("no host has joined yet (start one with `teamd run --host NAME`)")
+        return
+    rows = [(h["name"], ("alive", "green") if h["alive"] else ("dead", "red"), h["placed"],
+             h.get("max_members") or "-", h["load"], f"{h['age']:.1f}s ago",
+             h.get("pid") or "-", h.get("lease"))
+            for h in found]
+    print(output.table(("HOST", "STATE", "MEMBERS", "MAX", "LOAD", "HEARTBEAT", "PID",
+                        "LEASE"), rows))

@@ -113,6 +113,11 @@ def render_status(doc: Json, fit: int | None = None) -> str:
             headers = (headers[0], "RUNTIME", *headers[1:])
             rows = [(r[0], m.get("runtime") or runtimes.TEAMD, *r[1:])
                     for r, m in zip(rows, t["members"], strict=True)]
+        if "host" in (t["members"] or [{}])[0]:
+            # a team across machines: the host each member is placed on (CONTRACT §15)
+            headers = (headers[0], "HOST", *headers[1:])
+            rows = [(r[0], m.get("host") or "-", *r[1:])
+                    for r, m in zip(rows, t["members"], strict=True)]
         lines.append(output.table(headers, rows, fit=fit, flexible=2) if rows else
                      "  no members")
     for bad in doc.get("unreadable") or []:

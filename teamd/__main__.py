@@ -30,6 +30,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help="where the records live: files, or a postgresql:// URL (default: "
                      "$TEAMD_STORE, else teamd.toml's store, else files); a password here "
                      "shows in `ps`: prefer PGPASSWORD or ~/.pgpass")
+    run.add_argument("--host", metavar="NAME",
+                     help="this machine's name among the hosts sharing a PostgreSQL store "
+                     "(default: $TEAMD_HOST, else the hostname); one teamd per host name")
     run.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     return parser
 
@@ -47,6 +50,17 @@ def store_option(url: str | None) -> str | None:
     if warning and apikey.FD_ENV not in os.environ:  # not said again by the re-executed
         print(f"teamd: {warning}", file=sys.stderr)
     return url
+
+
+def host_option(ws: Workspace, name: str | None) -> None:
+    """`--host NAME`: this teamd's host, and its members' (TEAMD_HOST, which they
+    inherit). Exit 2 for a name that cannot be one, or without a store that has hosts."""
+    from teamd import hostname
+    if name is None:
+        return
+    from teamd.placement import pin_for
+    pin_for(ws, name, local_state=False)  # the same checks as `spawn --host`
+    os.environ[hostname.ENV] = name
 
 
 def take_key(ws: Workspace) -> None:
@@ -74,6 +88,7 @@ def main(argv: list[str] | None = None) -> None:
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO, format=fmt)
     try:
         ws = Workspace.at(args.root, store_option(args.store))
+        host_option(ws, args.host)
         take_key(ws)
         from teamd.supervisor import Supervisor
 

@@ -25,6 +25,7 @@ EXIT_SHUTDOWN = 0
 EXIT_SLEEP = 75  # EX_TEMPFAIL: "try again later"
 EXIT_BOOT_ERROR = 3
 EXIT_NO_SPACE = 74  # EX_IOERR: stopped for want of space; retried later, never a crash
+EXIT_FENCED = 4  # its host lost its lease (CONTRACT §15): it ended itself, writing nothing
 
 #: two start times closer than this are the same process (psutil rounds create_time)
 SAME_START = 0.01

@@ -19,6 +19,7 @@ import logging
 import os
 import resource
 import signal
+import sys
 import time
 import traceback
 from collections.abc import Iterable
@@ -32,6 +33,7 @@ from teamd.layout import Workspace
 from teamd.notify import NOTIFY_ENV_KEYS, scrub_child_env
 from teamd.proc import (
     EXIT_BOOT_ERROR,
+    EXIT_FENCED,
     EXIT_NO_SPACE,
     close_fds,
     die_with_parent,
@@ -43,6 +45,7 @@ from teamd.proc import (
     wipe_environ_block,
 )
 from teamd.settings import Settings
+from teamd.store.errors import LeaseLost
 
 log = logging.getLogger(__name__)
 
@@ -356,6 +359,10 @@ def child_main(ws: Workspace, team: str, name: str, conf: Settings, parent_pid: 
         code = run_member(ws, team, name, conf, wake_fd=wake_r)
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else 1
+    except LeaseLost as exc:  # its host was fenced off: it acts for nobody now (§15)
+        code = EXIT_FENCED
+        with contextlib.suppress(OSError):
+            print(f"teamd: {exc}: ending at once, writing nothing more", file=sys.stderr)
     except BaseException as exc:
         code = EXIT_NO_SPACE if files.out_of_space(exc) else 1
         with contextlib.suppress(OSError):  # its log may be out of room too: the code says it

@@ -59,6 +59,7 @@ class MemberStatus(TypedDict):
     last_error: str | None
     current_task: int | None
     usage: Usage
+    host: NotRequired[str | None]  # the host it is placed on (a PostgreSQL store's, §15)
 
 
 class MemberSpec(TypedDict):
@@ -80,6 +81,7 @@ class MemberSpec(TypedDict):
     worktree: NotRequired[Worktree | None]
     effort: NotRequired[str]  # output_config.effort; "": the setting's (CONTRACT §6)
     runtime: NotRequired[str]  # "teamd" or "claude-code"; absent: "teamd" (CONTRACT §14)
+    pinned_host: NotRequired[str | None]  # `spawn --host`: it runs only there (§15)
 
 
 class Member(MemberSpec, MemberStatus):

@@ -22,7 +22,7 @@ from typing import Any, TypeVar, cast
 
 import psutil
 
-from teamd import budget, prices, states
+from teamd import budget, hostname, prices, states
 from teamd.errors import BadInput, TeamdError
 from teamd.files import Json
 from teamd.layout import LEAD, USER, Workspace
@@ -62,7 +62,7 @@ SCHEMA = 2
 #: a member's live fields: what it *is* (CONTRACT §4: `members/{name}.json`); the rest of a
 #: member entry is what it should be (`config.json`)
 STATUS_FIELDS = ("status", "pid", "pid_create_time", "started_at", "restart_at", "restarts",
-                 "last_exit", "last_error", "current_task", "usage")
+                 "last_exit", "last_error", "current_task", "usage", "host")
 
 
 def fresh_status() -> MemberStatus:
@@ -397,9 +397,23 @@ def new_member(config: Json, name: str, *, kind: str, role: str, prompt: str, mo
 
 
 def process_of(member: Mapping[str, Any]) -> psutil.Process | None:
-    """The member's process if it is live (pid runs and its start time matches), else None."""
+    """The member's process if it is live (pid runs and its start time matches), else None.
+    None for a member placed on another host (CONTRACT §15): its pid is not this machine's."""
+    if elsewhere(member):
+        return None
     return live_process(member.get("pid"), member.get("pid_create_time"))
 
 
+def elsewhere(member: Mapping[str, Any]) -> bool:
+    """Is `member` placed on a host other than this machine's?"""
+    host = member.get("host")
+    return bool(host) and host != hostname.here()
+
+
 def is_live(member: Mapping[str, Any]) -> bool:
+    """Live (CONTRACT §4): its process runs with the recorded start time. A member of
+    another host is taken at its status' word: that host's `teamd` keeps it true, and a
+    dead host's members are moved by the leader (CONTRACT §15)."""
+    if elsewhere(member):
+        return member.get("status") in LIVE
     return process_of(member) is not None

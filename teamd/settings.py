@@ -81,6 +81,12 @@ class Settings:
     #: where the records live: "files" (`.teams/`, `.tasks/`) or a PostgreSQL URL, its
     #: password never written here (CONTRACT §15; `teamd.store.urls`)
     store: str = "files"
+    #: hosts of a PostgreSQL store (CONTRACT §15): a heartbeat every `host_heartbeat` s; a
+    #: host silent for `host_timeout` s is dead and its members move; at most
+    #: `max_members` on this host (0 = no limit)
+    host_heartbeat: float = 5
+    host_timeout: float = 30
+    max_members: int = 0
     permissions: Permissions = field(default_factory=Permissions)
     #: hook name → shell command, only the hooks that are set
     hooks: Mapping[str, str] = field(default_factory=dict)
@@ -131,7 +137,7 @@ def check(key: str, value: Any, source: str) -> Any:
 
 
 # a call bounded by 0 s could never be answered
-_POSITIVE = frozenset({"api_timeout"})
+_POSITIVE = frozenset({"api_timeout", "host_heartbeat", "host_timeout"})
 # text settings where "" means "none" (or, for a choice, the model's default)
 _MAY_BE_EMPTY = frozenset({"api_key_file", *(k for k, c in CHOICES.items() if "" in c)})
 

@@ -40,6 +40,8 @@ from teamd.errors import BadInput, TeamdError
 from teamd.exits import Exits
 from teamd.files import Json
 from teamd.holds import Holds, short_of_room
+from teamd.hosting import Hosting
+from teamd.hosts import Host
 from teamd.layout import Workspace
 from teamd.model_limits import cap_warning
 from teamd.notify import Notifier, format_status
@@ -56,6 +58,7 @@ from teamd.processes import (
 )
 from teamd.states import Desired, Status, Writer, transition
 from teamd.store import Feed
+from teamd.store.errors import LeaseLost
 from teamd.troubles import Troubles
 from teamd.wakeups import SAFETY_INTERVAL, SUPERVISED
 
@@ -64,7 +67,7 @@ log = logging.getLogger(__name__)
 WAIT_LIVE_INTERVAL = 0.2  # re-check while a previous supervisor's process winds down
 
 
-class Supervisor(Exits):
+class Supervisor(Exits, Hosting):
     """`teamd run`'s loop; its waits are `Wakeups`', its reaping and stopping `Exits`'."""
 
     def __init__(self, ws: Workspace) -> None:
@@ -100,12 +103,16 @@ class Supervisor(Exits):
         # each team's roster as last read, re-read only where inotify named a change
         self.views: dict[str, roster_cache.Cached] = {}
         self.repairs = repair.Repairs(ws, self.update_member)  # a roster that lies, put right
+        self.host: Host | None = None  # this machine's host, when the store has hosts
+        self.hosts_seen: dict[str, Json] = {}
 
     # -- life cycle ----------------------------------------------------------------------
     def run(self) -> int:
         from teamd.agent import model  # here: teamctl, which imports this module, never does
 
         self._lock = pidfile.claim(self.ws, __version__)
+        if self.ws.store.supports_hosts:  # CONTRACT §15: this machine's host, its lease
+            self.host = Host(self.ws, self.conf, self._lock)
         model.preload()
         self.init_signals()
         become_subreaper()
@@ -120,14 +127,20 @@ class Supervisor(Exits):
         try:
             while not self.stopping:
                 dirty = self.sleep()
-                self.dispatch_signals()
-                if self.stopping:
-                    break
-                self.run_timers()
-                if dirty:
-                    self.reconcile()
+                try:
+                    self.dispatch_signals()
+                    if self.stopping:
+                        break
+                    self.run_timers()
+                    if dirty:
+                        self.reconcile()
+                except LeaseLost as exc:  # another host may be starting our members
+                    self.lose_lease(exc)
         finally:
-            self.stop_all()
+            try:
+                self.stop_all()
+            except LeaseLost as exc:  # lost while stopping: end them all the same way
+                self.lose_lease(exc, rejoin=False)
         return 0
 
     def handle_chld(self) -> None:
@@ -163,6 +176,7 @@ class Supervisor(Exits):
             self.notifier.watchdog()
             self.next_watchdog = now + self.watchdog_every
         self.ladder.escalate(now, self.conf.stop_timeout)  # SIGKILL what ignored SIGTERM
+        self.run_host_timer(now)  # the heartbeat; the leader's round
         if now >= self.next_sweep:
             # a tool's daemon (its own session, so its group was not killed) is adopted by
             # us when its parent ends; no SIGCHLD says so while the teammate lives on
@@ -174,15 +188,18 @@ class Supervisor(Exits):
         now = time.time()
         self.conf = shared_tables.refreshed(self.ws.store, self.conf)  # another host's push
         self.wake_at = None
+        if self.host is not None and self.host.lost:
+            return  # nothing runs here, and nothing is written, until it joins again
         by_member = {p.key: p for p in self.processes.values()}
         for team in self.ws.store.team_names():
             # one team's bad file (a hand-edited task, a missing folder) must not stop the
             # supervisor, and with it every other team
             try:
                 config = self.load_roster(team)
-                if config is not None:
+                if config is not None and not self.place_members(team, config):
                     self.reconcile_team(team, config, by_member, now)
-                    self.pager.check(team, config, self.conf, self.pid)
+                    if self.leads():
+                        self.pager.check(team, config, self.conf, self.pid)
                 self.troubles.clear(team, troubles.RECONCILE)
             except Exception as exc:
                 if self.troubles.report(team, troubles.RECONCILE, f"cannot reconcile: {exc}"):
@@ -231,12 +248,13 @@ class Supervisor(Exits):
         if settling:
             self.wake_in(settled_in)
         quiet_view = [dict(m, status="active") if m["name"] in settling else m for m in members]
+        leads = self.leads()  # with hosts, one of them assigns tasks and removes teams
         if not deleting:
-            waiting = {m["name"] for m in members if m["status"] == "sleeping"
+            waiting = {m["name"] for m in members if m["status"] == "sleeping" and self.mine(m)
                        and self.has_waking_mail(team, m, quiet_view, live)}
             sent, due = self.boards.hand_out(  # claims and sends tasks
                 team, members, live, waiting, reload=self.feed is None
-                or self.feed.polling)
+                or self.feed.polling) if leads else (set(), None)
             waiting |= sent
             if due is not None:
                 self.wake_in(due - time.time())
@@ -246,6 +264,8 @@ class Supervisor(Exits):
             self.poke_members(team, wake_mod.roster_pokes(
                 quiet_view, live, lambda name: self.ws.store.has_mail(team, name)))
         for m in members:
+            if not self.mine(m):
+                continue  # another host's (CONTRACT §15)
             process = by_member.get(key := (team, m["name"]))
             orphan = roster.process_of(m) if process is None and self.may_run(m) else None
             m = self.repairs.amend(team, m, process, orphan is not None)
@@ -258,7 +278,7 @@ class Supervisor(Exits):
                 self.end_orphan(Orphan(proc=orphan, team=team, name=m["name"]), now)
             else:
                 self.start_member(team, m, action, now)
-        if deleting and not any(p.team == team for p in self.processes.values()) \
+        if deleting and leads and not any(p.team == team for p in self.processes.values()) \
                 and not actions.live_members(config):
             actions.remove_team(self.ws, team)
             if self.feed is not None:  # a team created again under this name is new

@@ -21,6 +21,7 @@ from teamd import actions, roster, roster_cache
 from teamd import assign as assign_mod
 from teamd import wake as wake_mod
 from teamd.files import Json
+from teamd.hosts import Host
 from teamd.layout import Workspace
 from teamd.proc import drain_fd
 from teamd.processes import Ladder, MemberProcess
@@ -54,6 +55,7 @@ class Wakeups:
     next_watchdog: float
     _pipe: tuple[int, int] | None
     feed: Feed | None
+    host: Host | None
 
     def init_signals(self) -> None:
         r, w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
@@ -106,6 +108,8 @@ class Wakeups:
             deadlines.append(self.wake_at)
         if self.watchdog_every:
             deadlines.append(self.next_watchdog)
+        if self.host is not None:  # the heartbeat (CONTRACT §15)
+            deadlines.append(self.host.next_beat)
         return max(0.0, min(deadlines) - now)
 
     def dispatch_signals(self) -> None:

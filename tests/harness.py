@@ -18,7 +18,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -87,18 +87,30 @@ def journal(ws: Workspace, team: str) -> list[dict[str, Any]]:
 class Teamd:
     """A `teamd run` process for one workspace."""
 
-    def __init__(self, ws: Workspace, env: dict[str, str], log_path: Path | None = None) -> None:
+    def __init__(self, ws: Workspace, env: dict[str, str], log_path: Path | None = None,
+                 host: str | None = None, prefix: Sequence[str] = ()) -> None:
+        """`host`: `teamd run --host HOST` (a store with hosts); `prefix`: what runs it
+        (`ip netns exec NS`)."""
         self.ws = ws
+        self.host = host
         self.log_path = log_path or ws.root / "teamd.log"  # elsewhere when the root fills up
         self.log = open(self.log_path, "ab")  # noqa: SIM115 - closed in stop()
         store = ["--store", ws.store_url] if ws.store_url else []  # `teamd run --store URL`
+        named = ["--host", host] if host else []
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "teamd", "run", "--root", str(ws.root), *store],
-            env=env, stdout=self.log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-        wait_until(lambda: pidfile.running(ws) or self.proc.poll() is not None, 30,
+            [*prefix, sys.executable, "-m", "teamd", "run", "--root", str(ws.root), *store,
+             *named], env=env, stdout=self.log, stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL)
+        wait_until(lambda: self.started() or self.proc.poll() is not None, 30,
                    "teamd to start")
         if self.proc.poll() is not None:
             raise AssertionError(f"teamd exited {self.proc.returncode}:\n{self.output()}")
+
+    def started(self) -> bool:
+        if self.host is None:
+            return pidfile.running(self.ws) is not None
+        return any(h["name"] == self.host and h.get("pid") == self.proc.pid and h["alive"]
+                   for h in self.ws.store.list_hosts(60))
 
     @property
     def pid(self) -> int:

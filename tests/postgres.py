@@ -167,6 +167,14 @@ class Cluster:
                         f"WHERE datname = '{database}' AND pid <> pg_backend_pid()")
         return int(rows[0][0])
 
+    def terminate_application(self, url: str, application: str) -> int:
+        """Cut every connection to `url`'s database made as `application` (a host's
+        connections are `teamd HOST`): how many were cut."""
+        rows = self.sql("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                        f"WHERE datname = '{database_name(url)}' "
+                        f"AND application_name = '{application}'")
+        return int(rows[0][0])
+
 
 def database_name(url: str) -> str:
     """The database a `Cluster.url` names."""

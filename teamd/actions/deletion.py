@@ -67,7 +67,7 @@ def finish_delete(ws: Workspace, team: str) -> bool:
         config = roster.load(ws, team)
     except (BadInput, TeamdError, OSError):
         return team_gone(ws, team)
-    if live_members(config) or pidfile.running(ws) is not None:
+    if live_members(config) or pidfile.supervised(ws):
         return False
     remove_team(ws, team)
     return True

@@ -16,6 +16,7 @@ from teamd import (
     inbox,
     once,
     pidfile,
+    placement,
     policy,
     requests,
     roster,
@@ -43,12 +44,14 @@ def spawn(ws: Workspace, team: str, name: str, prompt: str, *, role: str = "",
           model: str | None = None, plan_mode: bool = False, cwd: str | None = None,
           lead: bool = False, worktree: bool | None = None, base: str | None = None,
           budget_usd: float | None = None, effort: str = "",
-          runtime: str | None = None) -> Member:
+          runtime: str | None = None, host: str | None = None) -> Member:
     """Add a member with `desired=running`; the supervisor forks it. With a worktree
     (`worktree`, default: the team's `worktrees` for a teammate) it works in its own git
     worktree, made first and taken back if it cannot be added (§13). `budget_usd` caps its
     spend (§12); `effort` is its `output_config.effort` ("": the setting's, §6); `runtime`
-    its agent (None: the team's, else the setting's; `teamd.runtimes`, §14)."""
+    its agent (None: the team's, else the setting's; `teamd.runtimes`, §14). `host` pins
+    it to a host of a PostgreSQL store (§15); a worktree or claude-code member is pinned
+    to this machine's host whatever it says: its state is local."""
     validate_member_name(name)
     effort = settings.check("effort", effort, "--effort")
     budget_usd = None if budget_usd is None else budget.parse_usd(budget_usd, "--budget")
@@ -77,6 +80,7 @@ def spawn(ws: Workspace, team: str, name: str, prompt: str, *, role: str = "",
     existing = roster.find(config, name)
     if existing is not None:
         raise _already_in(team, name, existing)
+    pin = placement.pin_for(ws, host, local_state=use_worktree or runtime != runtimes.TEAMD)
     record: Json | None = None
     if use_worktree:
         # git runs before the roster lock is taken (no git command under a lock)
@@ -96,6 +100,8 @@ def spawn(ws: Workspace, team: str, name: str, prompt: str, *, role: str = "",
                                    budget_usd=budget_usd)
         member["worktree"], member["effort"] = cast(Worktree | None, record), effort
         member["runtime"] = runtime
+        if pin is not None:
+            member["pinned_host"] = pin
         config["members"].append(member)
         return member
 
@@ -237,7 +243,7 @@ def stop(ws: Workspace, team: str, name: str) -> Json:
     with roster.locked(ws, team) as config:
         member = roster.get(config, name)
         member["desired"] = Desired.STOPPED
-        if not roster.is_live(member) and pidfile.running(ws) is None:
+        if not roster.is_live(member) and not pidfile.supervised(ws):
             transition(member, Status.SHUTDOWN, Writer.CONTROL)
         result = dict(member)
     if result["status"] == "shutdown":
@@ -251,7 +257,7 @@ def restart(ws: Workspace, team: str, name: str) -> Json:
     require_team(ws, team, accepting=True)
     with roster.locked(ws, team) as config:
         member = roster.get(config, name)
-        _request_start(ws, team, member, pidfile.running(ws) is not None)
+        _request_start(ws, team, member, pidfile.supervised(ws))
         return dict(member)
 
 
@@ -270,7 +276,7 @@ def restart_all(ws: Workspace, team: str, *, only_stopped: bool = False) -> list
     """`restart TEAM` (every member) or `up TEAM` (`only_stopped`: every member that is
     not to run — desired=stopped — or that failed). One roster update. Returns the names."""
     require_team(ws, team, accepting=True)
-    supervised = pidfile.running(ws) is not None
+    supervised = pidfile.supervised(ws)
     with roster.locked(ws, team) as config:
         chosen = [m for m in config["members"] if not only_stopped
                   or m["desired"] != "running" or m["status"] == "failed"]

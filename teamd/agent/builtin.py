@@ -167,6 +167,7 @@ class BuiltinRuntime:
             try:
                 if slots > 0 and self.must_hold_off():
                     continue  # changed while it waited for the slot: the top waits it out
+                m.ws.store.fence()  # its host still holds its lease (CONTRACT §15)
                 reply = model.call(self.client, after_send=mark_active, model=m.model_name,
                                    max_tokens=model_limits.max_tokens(
                                        m.model_name, m.conf.max_tokens),

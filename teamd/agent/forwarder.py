@@ -45,6 +45,8 @@ from teamd.agent import accounting, model, retry_advice
 from teamd.agent.sse_usage import UsageReader
 from teamd.agent.upstream import Upstream
 from teamd.files import Json
+from teamd.proc import EXIT_FENCED
+from teamd.store.errors import LeaseLost
 
 if TYPE_CHECKING:
     from teamd.agent.member import Member
@@ -207,6 +209,10 @@ class _Handler(BaseHTTPRequestHandler):
         if line is not None:  # billing_error: Claude Code neither retries it nor probes
             return self.send_error_json(400, "billing_error", f"teamd: {line}")
         fwd.wait_out_backoff()
+        try:
+            fwd.m.ws.store.fence()  # its host still holds its lease (CONTRACT §15)
+        except LeaseLost:  # a thread of the member: the whole process ends, at once
+            os._exit(EXIT_FENCED)
         conf = fwd.m.conf
         with contextlib.ExitStack() as slot:  # a call slot, for the length of the call
             if conf.max_concurrent_calls > 0:

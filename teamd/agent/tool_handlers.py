@@ -316,7 +316,7 @@ def team_delete(box: Toolbox, name: str) -> ToolResult:
 def spawn_teammate(box: Toolbox, name: str, prompt: str, team_name: str, role: str = "",
                    plan_mode_required: bool = False,
                    worktree: bool | None = None, effort: str = "",
-                   runtime: str | None = None) -> ToolResult:
+                   runtime: str | None = None, host: str | None = None) -> ToolResult:
     if name == LEAD:
         raise ToolError("'lead' is the lead's own name; pick another name for a teammate")
     if not prompt.strip():
@@ -324,7 +324,7 @@ def spawn_teammate(box: Toolbox, name: str, prompt: str, team_name: str, role: s
     # Teammates the lead spawns work in the lead's own working directory.
     member = actions.spawn(box.ws, team_name, name, prompt, role=role,
                            plan_mode=plan_mode_required, cwd=str(box.cwd), worktree=worktree,
-                           effort=effort, runtime=runtime)
+                           effort=effort, runtime=runtime, host=host)
     gate = " in plan mode (it must get a plan approved before changing anything)" \
         if plan_mode_required else ""
     where = ""

@@ -180,7 +180,9 @@ TOOL_SPECS: dict[str, dict[str, Any]] = {s["name"]: s for s in (
                       "setting)."},
            "runtime": {"type": "string", "enum": ["teamd", "claude-code"],
                        "description": "Its agent: teamd's own, or Claude Code (optional; "
-                       "default: the team's)."}},
+                       "default: the team's)."},
+           "host": {"type": "string", "description": "The host it must run on, with a "
+                    "PostgreSQL store (optional; default: the leader places it)."}},
           ["name", "prompt", "team_name"]),
 )}
 

@@ -150,6 +150,7 @@ class Toolbox:
         again after a restart)."""
         started = time.monotonic()
         self._use_id = tool_use_id
+        self.ws.store.fence()  # its host still holds its lease (CONTRACT §15)
         try:
             result = self._dispatch(name, tool_input)
         except Blocked as exc:

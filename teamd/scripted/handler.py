@@ -137,7 +137,7 @@ class Handler(BaseHTTPRequestHandler):
             problem = (validate(body) or claude_code.refusal(body)
                        or checks.refusal(body, owner.thinking))
         where: dict[str, Any] = {"path": self.path, "betas": claude_code.betas(
-            self.headers.get(claude_code.BETA_HEADER))}
+            self.headers.get(claude_code.BETA_HEADER)), "peer": self.client_address[0]}
         if problem is not None:
             view = RequestView.from_body(body if isinstance(body, dict) else {})
             owner._record(received_at, view, body, "invalid", 400, stream=False, reply=None,

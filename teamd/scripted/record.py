@@ -1,11 +1,11 @@
 """The scripted server's record of requests: in memory, as a JSONL log, and waits on it.
 
 This module owns what is kept of every `/v1/messages` request (who sent it, the rule that
-answered, the status, the path with its query, the betas asked for, the body and reply;
-its key — `x-api-key` or the bearer token — only as a SHA-256), the per-agent request
-count rules' `nth` tests, the requests in flight and their peak, the requests to any other
-endpoint (`other_requests`), the log file (one write per line on an O_APPEND descriptor)
-and `wait_for`.
+answered, the status, the path with its query, the betas asked for, the client's address,
+the body and reply; its key — `x-api-key` or the bearer token — only as a SHA-256), the
+per-agent request count rules' `nth` tests, the requests in flight and their peak, the
+requests to any other endpoint (`other_requests`), the log file (one write per line on an
+O_APPEND descriptor) and `wait_for`.
 `ScriptedServer` is a `Recorder`; the HTTP handler records through it.
 """
 
@@ -126,7 +126,7 @@ class Recorder:
         *,
         stream: bool, api_key: str | None = None,
         reply: list[dict[str, Any]] | None,
-        path: str = "/v1/messages", betas: list[str] | None = None,
+        path: str = "/v1/messages", betas: list[str] | None = None, peer: str | None = None,
     ) -> None:
         record: Record = {
             "received_at": received_at, "agent": view.agent,
@@ -134,6 +134,7 @@ class Recorder:
             "team": view.team,
             "n": view.n,
             "stream": stream, "rule": rule, "path": path, "betas": list(betas or []),
+            "peer": peer,  # the client's address: which host sent it, across namespaces
             "status": status,
             "last_user_text": view.last_user_text, "n_messages": view.n_messages,
             "body": body,

@@ -361,6 +361,25 @@ class Store(Protocol):
     def release_supervisor(self, handle: Any) -> None:
         """The record goes, then the claim."""
 
+    # -- hosts (CONTRACT §15): a store many machines share; the files store has one ------
+    #: True when hosts can share this store (then `claim_supervisor` claims this
+    #: machine's host, `teamd.hostname.here`, and its units are fenced with its lease)
+    supports_hosts: bool
+
+    def list_hosts(self, timeout: float) -> list[Json]:
+        """Every host's record by name, with `alive`, `age` and `held` ([] without hosts)."""
+
+    def beat_host(self, claim: Any, changes: Json | None = None) -> None:
+        """The claimed host's heartbeat, a fenced write (LeaseLost, StoreUnreachable)."""
+
+    def take_over_host(self, name: str, lease: int, moves: Callable[[], None]) -> bool:
+        """Fence off host `name` if its lease is still `lease`, running `moves` (its
+        members placed elsewhere) in the same step; False when it was not."""
+
+    def fence(self) -> None:
+        """A fenced unit (LeaseLost once this process's host lost its lease); nothing
+        without hosts."""
+
     def read_paged(self, team: str) -> Json | None:
         """Ids the `person_needed` hook already ran for (teamd's own record)."""
 

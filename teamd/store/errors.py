@@ -50,3 +50,14 @@ def good_tasks(found: Iterable[tuple[int, Callable[[], Any], str]]) -> list[dict
         except BadRecord as exc:
             log.error("%s: skipped, not a task (%s)", exc.where, exc.why)
     return out
+
+
+class LeaseLost(BaseException):
+    """This process's host no longer holds its lease (CONTRACT §15, "Failover, fenced"): the
+    store refused a fenced write, or this host's `teamd` found the lease taken over or
+    could not renew it in time. Another host may now run this host's members, so this
+    process must act for none of them again: it ends them (a `teamd`) or itself (a member)
+    and writes nothing more.
+
+    A BaseException, like SystemExit: the handlers that keep a loop going through
+    `Exception` (a bad roster, a failed tool) must not swallow it and go on acting."""

@@ -10,15 +10,19 @@ from __future__ import annotations
 
 import fcntl
 import os
+from collections.abc import Callable
+from typing import Any
 
 from teamd import files, removals
+from teamd.errors import BadInput
 from teamd.files import Json
+from teamd.hostname import HOSTS_NEED_POSTGRES
 from teamd.store.files.base import Base
 
 
 class Supervision(Base):
     """claim_supervisor, supervisor_info, write_supervisor_info, release_supervisor,
-    read/write paged, read/write shared tables."""
+    read/write paged, read/write shared tables; the hosts' part of the seam (none here)."""
 
     def claim_supervisor(self, info: Json) -> int | None:
         """The handle is the descriptor holding the flock. Opened and locked in place,
@@ -47,6 +51,21 @@ class Supervision(Base):
         removals.remove_file(self.paths.supervisor_info)
         if handle is not None:
             os.close(handle)  # the flock goes with it
+
+    # -- hosts: one machine, so none (CONTRACT §15) ---------------------------------------
+    supports_hosts = False
+
+    def list_hosts(self, timeout: float) -> list[Json]:
+        return []
+
+    def beat_host(self, claim: Any, changes: Json | None = None) -> None:
+        raise BadInput(HOSTS_NEED_POSTGRES)
+
+    def take_over_host(self, name: str, lease: int, moves: Callable[[], None]) -> bool:
+        raise BadInput(HOSTS_NEED_POSTGRES)
+
+    def fence(self) -> None:
+        pass  # one machine: nothing to fence off
 
     def read_paged(self, team: str) -> Json | None:
         return files.read_json(self.paths.paged(team))

@@ -8,13 +8,15 @@ thread and process; units of work as transactions with advisory locks; the commi
 crash points and its notifications), `teams` (teams, rosters, archives), `board` (tasks,
 ids, requests, "always" answers), `inboxes` (the exactly-once take), `journal`,
 `sessions` (and transcripts), `money` (spend, back-off, call slots, the supervisor's
-claim), `feed` (`LISTEN/NOTIFY` as `Change`s). psycopg is imported only here: the files
+claim), `hosts` (hosts, leases, the leader, takeovers), `feed` (`LISTEN/NOTIFY` as
+`Change`s). psycopg is imported only here: the files
 store, the default, never loads it.
 """
 
 from __future__ import annotations
 
 from teamd.store.postgres.board import Board
+from teamd.store.postgres.hosts import Hosts
 from teamd.store.postgres.journal import Journal
 from teamd.store.postgres.money import Money
 from teamd.store.postgres.schema import install_schema
@@ -23,5 +25,5 @@ from teamd.store.postgres.sessions import Sessions
 __all__ = ["PostgresStore", "install_schema"]
 
 
-class PostgresStore(Sessions, Journal, Board, Money):
+class PostgresStore(Sessions, Journal, Board, Money, Hosts):
     """The `Store` (teamd.store.api) kept in a PostgreSQL database."""

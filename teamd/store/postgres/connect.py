@@ -14,10 +14,16 @@ from typing import Any
 import psycopg
 
 from teamd.errors import BadInput, TeamdError
+from teamd.hostname import here
 from teamd.store import urls
 
 #: how long a connection attempt may take before the server counts as unreachable
 CONNECT_TIMEOUT = 10
+#: a unit (a transaction) whose process sends nothing for this long — frozen (SIGSTOP), or
+#: cut off — is ended by the server, its locks freed: a unit's statements follow one
+#: another in milliseconds, and a frozen host must not hold its team's locks until it
+#: wakes (CONTRACT §15)
+UNIT_IDLE_LIMIT = 5
 
 #: words of libpq's messages that mean the URL itself cannot work
 _USER_MISTAKES = ("password authentication failed", "no password supplied",
@@ -57,11 +63,19 @@ def _password(url: str) -> str | None:
     return unquote(found) if found else None
 
 
+def application_name(host: str) -> str:
+    """What a host's connections are called in `pg_stat_activity` (`teamd HOST`): a person
+    sees which machine each is, and a takeover ends a dead host's (CONTRACT §15)."""
+    return f"teamd {host}"[:63]
+
+
 def connect(url: str) -> Any:
     """A new autocommit connection to the store at `url` (a unit of work opens its own
     transaction: `teamd.store.postgres.db`)."""
     try:
         return psycopg.connect(url, autocommit=True, connect_timeout=CONNECT_TIMEOUT,
-                               application_name="teamd")
+                               application_name=application_name(here()),
+                               options=f"-c idle_in_transaction_session_timeout="
+                               f"{UNIT_IDLE_LIMIT * 1000}")
     except psycopg.Error as exc:
         raise explain(exc, url) from None

@@ -33,6 +33,7 @@ from psycopg import sql
 from teamd import crashpoints
 from teamd.store import urls
 from teamd.store.changes import Kind
+from teamd.store.errors import LeaseLost
 from teamd.store.postgres import schema
 from teamd.store.postgres.connect import StoreUnreachable, connect, explain
 
@@ -58,6 +59,11 @@ class Db:
 
     def __init__(self, url: str) -> None:
         self.url = url
+        #: (host, lease) when this process acts for a host (its `teamd` and members): every
+        #: unit is then fenced, its first statement `teamd_fence` (CONTRACT §15)
+        self.fence: tuple[str, int] | None = None
+        #: set once a fenced unit was refused: from then on no unit is even begun
+        self.fenced_out = False
         self._local = _Thread()
         self._checked = False
         #: what a crash point names as the file of a commit: the database (no password)
@@ -92,12 +98,17 @@ class Db:
         one is open. `first`: a statement (its values inlined) sent in the same round trip
         as the BEGIN and the locks; yields its rows ([] without one)."""
         local = self._local
+        if self.fenced_out:
+            raise LeaseLost(f"host {self.fence[0] if self.fence else '?'} lost its lease")
         conn = self.conn()
         outer = local.depth == 0
         if outer:
             local.changes, local.appends, local.wrote = {}, {}, False
         # BEGIN and the locks in one round trip (the simple protocol takes several statements)
         statements = ["BEGIN"] if outer else []
+        if outer and self.fence is not None:
+            statements.append(sql.SQL("SELECT teamd_fence({}, {})").format(
+                sql.Literal(self.fence[0]), sql.Literal(self.fence[1])).as_string(conn))
         take = "pg_advisory_xact_lock_shared" if shared else "pg_advisory_xact_lock"
         statements += [sql.SQL("SELECT {}(hashtextextended({}, 0))").format(
             sql.Identifier(take), sql.Literal(name)).as_string(conn) for name in locks]
@@ -119,8 +130,8 @@ class Db:
             yield rows
         except BaseException:
             local.depth -= 1
-            if outer:
-                self._rollback(conn)
+            if outer:  # on the connection in use now: `_again` may have opened a new one
+                self._rollback(local.conn if local.conn is not None else conn)
             raise
         local.depth -= 1
         if outer:
@@ -137,6 +148,11 @@ class Db:
         except psycopg.OperationalError as exc:
             if conn.broken or conn.closed:  # the server went away: one line, exit 1
                 raise explain(exc, self.url) from None
+            raise
+        except psycopg.Error as exc:
+            if exc.sqlstate == schema.STALE_LEASE:
+                self.fenced_out = True
+                raise LeaseLost(" ".join(str(exc).split())) from None
             raise
 
     def _again(self, conn: Any, query: Any) -> tuple[Any, Any]:

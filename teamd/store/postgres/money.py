@@ -1,12 +1,12 @@
-"""Spend, the shared back-off, the call slots, the supervisor's claim and records, and the
-settings every host applies, in PostgreSQL (CONTRACT §2, §11, §12, §15).
+"""Spend, the shared back-off, the call slots, and the settings every host applies, in
+PostgreSQL (CONTRACT §11, §12, §15).
 
-`spend.json` and `person_needed.json` are documents of `team_docs`; `ratelimit.json`,
-`teamd.json` and the shared `[permissions]`, `[hooks]` and `[prices]` tables of `root_docs`,
-each read-modify-written in a unit holding its lock. A call slot and the supervisor's claim
-are **session** advisory locks: held by a connection, not a transaction, so a holder that
-dies — even by `kill -9` — frees them with its connection. A slot is taken on the thread's
-own connection; the claim on a connection of its own, kept for as long as the claim is held.
+`spend.json` and `person_needed.json` are documents of `team_docs`; `ratelimit.json` and the
+shared `[permissions]`, `[hooks]` and `[prices]` tables of `root_docs`, each
+read-modify-written in a unit holding its lock. A call slot is a **session** advisory lock
+on the thread's own connection: held by a connection, not a transaction, so a holder that
+dies — even by `kill -9` — frees it with its connection. (The supervisor's claim is a
+host's: `hosts`.)
 """
 
 from __future__ import annotations
@@ -27,14 +27,14 @@ from teamd.store.postgres.base import Base, jsonb, lock_name
 
 log = logging.getLogger(__name__)
 
-#: the first key of the session advisory locks: call slots, the supervisor's claim
-SLOTS, SUPERVISOR = 0x7464736C, 0x74647376
-BACKOFF, TEAMD, SPEND, PAGED, SHARED = "ratelimit", "teamd", "spend", "paged", "settings"
+#: the first key of the call slots' session advisory locks
+SLOTS = 0x7464736C
+BACKOFF, SPEND, PAGED, SHARED = "ratelimit", "spend", "paged", "settings"
 
 
 class Money(Base):
-    """read_spend, add_spend, read_backoff, update_backoff, call_slot; the supervisor's
-    claim and records, read/write paged; read/write shared tables."""
+    """read_spend, add_spend, read_backoff, update_backoff, call_slot, read/write paged;
+    read/write shared tables."""
 
     def _team_doc(self, team: str, what: str, lock: bool = False) -> Json | None:
         doc = self.db.one("SELECT doc FROM team_docs WHERE team = %s AND what = %s"
@@ -143,29 +143,3 @@ class Money(Base):
             finally:
                 self.db.execute("RESET lock_timeout")
         return slots.sweep(order, take, between)[1]
-
-    # -- the supervisor ---------------------------------------------------------------------
-    def claim_supervisor(self, info: Json) -> Any:
-        conn = self.db.fresh()
-        if not conn.execute("SELECT pg_try_advisory_lock(%s, 0)", (SUPERVISOR,)).fetchone()[0]:
-            conn.close()
-            return None
-        self.claims.append(conn)  # held while the process lives, whatever the caller keeps
-        self._put_root_doc(TEAMD, info)
-        return conn
-
-    def supervisor_info(self) -> Json | None:
-        found = self._root_doc(TEAMD)
-        return None if found is None else found[0]
-
-    def write_supervisor_info(self, info: Json) -> None:
-        self._put_root_doc(TEAMD, info)
-
-    def release_supervisor(self, handle: Any) -> None:
-        with self.db.unit():
-            self.db.execute("DELETE FROM root_docs WHERE what = %s", (TEAMD,))
-            self.db.touched()
-        if handle is not None:
-            if handle in self.claims:
-                self.claims.remove(handle)
-            handle.close()  # the claim goes with its connection

@@ -23,9 +23,28 @@ from typing import Any
 from teamd.errors import BadInput
 from teamd.store import urls
 
+#: the hosts of a team across machines (version 2): each host's record, its lease (the
+#: fencing number every fenced write is checked against: `teamd_fence`), and the sequence
+#: the lease numbers come from — a lease is never handed out twice
+HOSTS = (
+    "CREATE TABLE hosts (name text PRIMARY KEY, doc jsonb NOT NULL)",
+    "CREATE TABLE leases (host text PRIMARY KEY, lease bigint NOT NULL)",
+    "CREATE SEQUENCE lease_numbers",
+    # a fenced unit's first statement: its share lock on the lease row makes a takeover
+    # (which updates the row) wait for the unit's commit, and every unit after the
+    # takeover fail, its writes refused
+    "CREATE FUNCTION teamd_fence(h text, l bigint) RETURNS void LANGUAGE plpgsql AS $$"
+    " BEGIN PERFORM 1 FROM leases WHERE host = h AND lease = l FOR SHARE;"
+    " IF NOT FOUND THEN RAISE EXCEPTION 'the lease % of host % is no longer held', l, h"
+    " USING ERRCODE = 'TD001'; END IF; END $$",
+)
+
 #: the version this teamd writes; `MIGRATIONS[v]` takes a database from v to v + 1
-VERSION = 1
-MIGRATIONS: dict[int, tuple[str, ...]] = {}
+VERSION = 2
+MIGRATIONS: dict[int, tuple[str, ...]] = {1: HOSTS}
+
+#: the SQLSTATE `teamd_fence` raises: a write with a stale lease, refused
+STALE_LEASE = "TD001"
 
 TABLES = (
     "CREATE TABLE teamd_schema (version integer NOT NULL)",
@@ -98,7 +117,7 @@ def ensure(conn: Any, url: str) -> bool:
         if version == VERSION:
             return False
         if version is None:
-            for statement in TABLES:
+            for statement in TABLES + HOSTS:
                 conn.execute(statement)
             conn.execute("INSERT INTO teamd_schema (version) VALUES (%s)", (VERSION,))
             return True

@@ -1,0 +1,32 @@
+"""What `teamctl hosts` shows (CONTRACT §15): every host of the store, alive or dead, with
+the members placed on it and its load."""
+
+from __future__ import annotations
+
+from teamd import placement, roster, settings
+from teamd.errors import BadInput, TeamdError
+from teamd.files import Json
+from teamd.hostname import HOSTS_NEED_POSTGRES
+from teamd.layout import Workspace
+
+
+def host_list(ws: Workspace) -> list[Json]:
+    """Each host's record with `alive`, `age` (seconds since its heartbeat), `placed`
+    (members desired running placed on it) and `load` (placed of max_members, or "-"
+    with no limit). BadInput for a store without hosts."""
+    if not ws.store.supports_hosts:
+        raise BadInput(f"{HOSTS_NEED_POSTGRES}: {ws.store.description} has no hosts")
+    found = ws.store.list_hosts(settings.load(ws).host_timeout)
+    rosters = []
+    for team in ws.store.team_names():
+        try:
+            rosters.append(roster.load(ws, team))
+        except TeamdError:
+            continue  # `status` names an unreadable team; here it only places nobody
+    placed = placement.counts(rosters)
+    out = []
+    for h in found:
+        n, cap = placed.get(h["name"], 0), int(h.get("max_members") or 0)
+        record = {k: v for k, v in h.items() if k not in ("held", "current_lease")}
+        out.append({**record, "placed": n, "load": f"{n}/{cap}" if cap else "-"})
+    return out

@@ -11,9 +11,10 @@ is started again), and returns what the invariants need. The engine is shared by
 `TEAMD_CRASH_SWEEP=full`) and the benchmark (`python -m bench --only crash`).
 
 A run's records live in the store its `SweepStore` gives (CONTRACT §15): the files under
-the run's root (`FILES`), or a fresh PostgreSQL database per run (`SweepStore.postgres`),
-which `teamd`, its members and every `teamctl` step are told (`--store`), so the same
-scenarios and invariants hold the PostgreSQL store to the same promises.
+the run's root (`FILES`), or a fresh PostgreSQL database per run
+(`SweepStore.on_postgres`), which `teamd`, its members and every `teamctl` step are told
+(`--store`), so the same scenarios and invariants hold the PostgreSQL store to the same
+promises.
 """
 
 from __future__ import annotations
@@ -65,7 +66,7 @@ class SweepStore:
     cluster: postgres.Cluster | None = None
 
     @classmethod
-    def postgres(cls, cluster: postgres.Cluster) -> SweepStore:
+    def on_postgres(cls, cluster: postgres.Cluster) -> SweepStore:
         return cls("postgres", cluster)
 
     @contextmanager

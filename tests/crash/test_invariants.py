@@ -18,7 +18,7 @@ from tests.harness import make_team
 def store(request: pytest.FixtureRequest) -> SweepStore:
     if request.param == "files":
         return FILES
-    return SweepStore.postgres(request.getfixturevalue("pg_cluster"))
+    return SweepStore.on_postgres(request.getfixturevalue("pg_cluster"))
 
 
 def test_a_promise_broken_in_the_store_is_found(tmp_path: Path, store: SweepStore) -> None:

@@ -48,7 +48,7 @@ def assert_clean(report: Report) -> None:
 @pytest.fixture
 def on_postgres(pg_cluster: postgres.Cluster) -> SweepStore:
     """Each run of a sweep on a fresh database of the private cluster."""
-    return SweepStore.postgres(pg_cluster)
+    return SweepStore.on_postgres(pg_cluster)
 
 
 def sampled() -> None:

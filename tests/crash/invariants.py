@@ -1,6 +1,12 @@
-"""The invariants of CONTRACT §17, checked from the files (and the scripted server's log of
+"""The invariants of CONTRACT §17, checked from the records (and the scripted server's log of
 what each model was shown) after a run of the crash sweep. Each check returns the
 violations it found, as sentences; none is the pass.
+
+The records are read through the store seam (`w.ws.store`), so each check holds the
+PostgreSQL store to the same promises as the files; the one check about what only files
+have — a torn or bad line, a JSON document half-written — runs on the files store alone
+(`files_parse`; a database commits a transaction whole, and `records_read` reads every
+record of either store).
 
 The fault suite's checks are reused where they exist (`tests/faults/faultkit.py`: shown
 exactly once, tasks owned once); `teamd.journal_gaps` says what "the last journaled status"
@@ -13,8 +19,10 @@ from collections import Counter
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from teamd import files, journal_gaps, requests, roster
+from teamd import files, inbox, journal_gaps, requests, roster
 from teamd.errors import TeamdError
+from teamd.names import LEAD, USER
+from teamd.store.files import FilesStore
 from tests.faults import faultkit
 from tests.harness import journal
 
@@ -22,7 +30,7 @@ if TYPE_CHECKING:
     from tests.crash.sweep import World
 
 #: how many invariants `check` runs per run (each may find several violations)
-COUNT = 9
+COUNT = 10
 
 
 def _caught(check: Callable[[], Any]) -> list[str]:
@@ -47,10 +55,44 @@ def pending_shutdowns(w: World) -> list[str]:
     return out
 
 
+def records_read(w: World) -> list[str]:
+    """Every record of every team reads, through the store: its roster, each member's
+    state, session and inbox, each task, request and journal line, its spend."""
+    out: list[str] = []
+
+    def read(what: str, get: Callable[..., Any], *args: Any) -> None:
+        try:
+            if get(*args) is None:
+                out.append(f"{what}: missing")
+        except TeamdError as exc:
+            out.append(f"{what}: {exc}")
+
+    store = w.ws.store
+    for team in store.team_names():
+        read(f"{team}'s roster", store.read_spec, team)
+        spec = store.read_spec(team) or {"members": []}
+        names = [m["name"] for m in spec["members"]]
+        for name in names:
+            read(f"{name}'s state", store.read_state, team, name)
+            read(f"{name}'s session", store.read_session, team, name)
+        for name in sorted({*names, LEAD, USER}):
+            read(f"{name}'s inbox", inbox.peek, w.ws, team, name)
+        for tid in store.task_ids(team):
+            read(f"task {tid}", store.read_task, team, tid)
+        read(f"{team}'s requests", store.list_requests, team)
+        read(f"{team}'s journal", store.read_journal, team)
+        read(f"{team}'s spend", store.read_spend, team)
+    return out
+
+
 def files_parse(w: World) -> list[str]:
-    """Every JSON document parses; every JSONL file has no bad line and no torn tail."""
+    """Files only (a database commits a transaction whole: it has no torn line): every
+    JSON document parses; every JSONL file has no bad line and no torn tail."""
+    store = w.ws.store
+    if not isinstance(store, FilesStore):
+        return []
     out = []
-    for top in (w.ws.store.paths.teams_dir, w.ws.store.paths.tasks_root):
+    for top in (store.paths.teams_dir, store.paths.tasks_root):
         for path in sorted(top.rglob("*")) if top.is_dir() else []:
             if not path.is_file() or path.name.endswith((".lock", ".tmp", ".log")):
                 continue
@@ -153,7 +195,7 @@ def check(w: World) -> list[str]:
     """Every invariant, the live one first (teamd still runs), the rest once it stopped."""
     found = [*w.found, *pending_shutdowns(w)]
     w.stop()
-    for each in (files_parse, api_accepts, shown_once, tasks_once, journal_complete,
-                 answered_once, tools_once, messages_once):
+    for each in (records_read, files_parse, api_accepts, shown_once, tasks_once,
+                 journal_complete, answered_once, tools_once, messages_once):
         found += each(w)
     return found

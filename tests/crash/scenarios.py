@@ -8,13 +8,16 @@ Tokens the model must see once go in `World.sent`; replies a model sends once in
 A tool call cut off by a crash is answered `interrupted by a restart; not re-run` on
 resume (CONTRACT §6): the scripted model, like a real one, then calls again — with a
 marker of its own, so the invariant still sees each call run at most once.
+
+A scenario reads the records through the store seam (`w.ws`'s store), never a file of the
+files store, so each runs on PostgreSQL as on files.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from teamd import actions, board, files, requests, roster
+from teamd import actions, board, inbox, requests, roster
 from tests.crash.sweep import Spec, World
 from tests.faults.faultkit import Sent
 from tests.gitrepo import commits, make_repo
@@ -54,8 +57,7 @@ def round_trip(w: World, name: str, person: str) -> None:
     assert "ping-1" in out
     w.sent.append(Sent(name, "ping-1", PING))
     w.replies.append("PONG-7f3")
-    w.wait(lambda: any("PONG-7f3" in m["content"]
-                       for m in files.read_jsonl(w.ws.store.paths.inbox(w.team, person)).records),
+    w.wait(lambda: any("PONG-7f3" in m["content"] for m in inbox.peek(w.ws, w.team, person)),
            f"{name}'s reply in {person}'s inbox")
     _idle(w, name)
 
@@ -259,8 +261,8 @@ def compaction(w: World) -> None:
               f"{AFTER} AFTER-CTX what next?")
     w.sent.append(Sent("alice", "after-1", AFTER))
     w.replies.append("POST-COMPACT-7f3")
-    w.wait(lambda: any("POST-COMPACT-7f3" in m["content"] for m in files.read_jsonl(
-        w.ws.store.paths.inbox(w.team, "lead")).records), "alice's reply after compacting")
+    w.wait(lambda: any("POST-COMPACT-7f3" in m["content"]
+                       for m in inbox.peek(w.ws, w.team, "lead")), "alice's reply after compacting")
     _idle(w, "alice")
     if not _compacted(w, "alice"):
         w.found.append("alice answered without compacting (or its `compacted` line lost)")
@@ -293,8 +295,7 @@ def budget(w: World) -> None:
     w.wait(lambda: any(r["agent"] == "alice" and "STEP-OK" in str(r.get("body"))
                        for r in w.server.requests), "alice on after the budget was raised")
     _idle(w, "alice")
-    notes = [m for m in files.read_jsonl(w.ws.store.paths.inbox(w.team, "lead")).records
-             if m.get("type") == "budget_reached"]
+    notes = [m for m in inbox.peek(w.ws, w.team, "lead") if m.get("type") == "budget_reached"]
     if len(notes) != 1:
         w.found.append(f"the lead told {len(notes)} times that alice's budget was reached")
 
@@ -316,7 +317,7 @@ def remove(w: World) -> None:
     owned = [t["id"] for t in board.list_tasks(w.ws, w.team) if t.get("owner") == "alice"]
     if owned:
         w.found.append(f"tasks {owned} still owned by alice, removed")
-    if w.ws.store.paths.session(w.team, "alice").exists():
+    if w.ws.store.read_session(w.team, "alice"):
         w.found.append("alice's session not set aside")
     removed = [e for e in journal(w.ws, w.team)
                if e["event"] == "member_removed" and e.get("member") == "alice"]

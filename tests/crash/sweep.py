@@ -9,6 +9,12 @@ A scenario (`scenarios.py`) is a function of a `World`: it runs its `teamctl` st
 is started again), and returns what the invariants need. The engine is shared by the test
 (`test_sweep.py`, a sample of points by default; every point with `-m crash_full` or
 `TEAMD_CRASH_SWEEP=full`) and the benchmark (`python -m bench --only crash`).
+
+A run's records live in the store its `SweepStore` gives (CONTRACT §15): the files under
+the run's root (`FILES`), or a fresh PostgreSQL database per run
+(`SweepStore.on_postgres`), which `teamd`, its members and every `teamctl` step are told
+(`--store`), so the same scenarios and invariants hold the PostgreSQL store to the same
+promises.
 """
 
 from __future__ import annotations
@@ -29,7 +35,7 @@ from typing import Any
 from teamd import crashpoints
 from teamd.layout import Workspace
 from teamd.scripted import ScriptedServer
-from tests import harness
+from tests import harness, postgres
 from tests.faults.faultkit import Sent
 from tests.harness import Teamd
 
@@ -50,6 +56,35 @@ class Point:
         return f"{self.who}@{'after:' if self.after else ''}{self.n}"
 
 
+@dataclass(frozen=True)
+class SweepStore:
+    """Where each run of a sweep keeps its records: the files under its root (no
+    `cluster`), or a fresh database of `cluster` per run (a copy of the template that
+    holds the schema), dropped once the run is over."""
+
+    name: str = "files"
+    cluster: postgres.Cluster | None = None
+
+    @classmethod
+    def on_postgres(cls, cluster: postgres.Cluster) -> SweepStore:
+        return cls("postgres", cluster)
+
+    @contextmanager
+    def fresh(self) -> Iterator[str | None]:
+        """A run's store: None for the files, else a new database's URL."""
+        if self.cluster is None:
+            yield None
+            return
+        url = self.cluster.database()
+        try:
+            yield url
+        finally:
+            self.cluster.drop(url)
+
+
+FILES = SweepStore()
+
+
 @dataclass
 class Outcome:
     """What one run of a scenario did: the point aimed at, whether it fired there, the
@@ -66,10 +101,11 @@ class World:
     """One run's workspace, model server, crash log and supervisor."""
 
     def __init__(self, root: Path, script: dict[str, Any], point: Point | None,
-                 settings: dict[str, Any] | None = None) -> None:
+                 settings: dict[str, Any] | None = None, store: str | None = None) -> None:
         self.root = root
         (root / "ws").mkdir(parents=True, exist_ok=True)
-        self.ws = Workspace.at(root / "ws")
+        # `teamd run --store` (the harness passes it) tells its members; teamctl `--store`
+        self.ws = Workspace.at(root / "ws", store=store)
         self.workdir = root / "work"
         self.workdir.mkdir(exist_ok=True)
         self.log = root / "crash.jsonl"
@@ -148,8 +184,9 @@ class World:
         exit with a code of `again` (2: what it asked is done already)."""
         env = dict(os.environ)
         env.update(self.crash_env(f"{TEAMCTL}:{step}"))
+        store = ["--store", self.ws.store_url] if self.ws.store_url else []
         cmd = [sys.executable, "-c", "from teamctl.cli import main; main()",
-               "--root", str(self.ws.root), *args]
+               "--root", str(self.ws.root), *store, *args]
         for attempt in range(2):
             proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE,
                                     stderr=subprocess.PIPE, cwd=self.root)
@@ -202,17 +239,24 @@ class Spec:
 
 
 @contextmanager
-def world(root: Path, spec: Spec, point: Point | None) -> Iterator[World]:
-    w = World(root, spec.script(), point, spec.settings)
-    try:
-        yield w
-    finally:
-        w.close()
+def world(root: Path, spec: Spec, point: Point | None, store: SweepStore = FILES
+          ) -> Iterator[World]:
+    with store.fresh() as url:
+        w = World(root, spec.script(), point, spec.settings, url)
+        try:
+            yield w
+        finally:
+            w.close()
 
 
-#: each scenario's writes in its last counting run, as (process, log line): `aim` reads
-#: them instead of counting again
+#: each scenario's writes in its last counting run on each store, as (process, log line),
+#: by `counted`: `aim` reads them instead of counting again
 COUNTED: dict[str, list[tuple[str, dict[str, Any]]]] = {}
+
+
+def counted(name: str, store: SweepStore = FILES) -> str:
+    """The key of scenario `name`'s counting run on `store` in COUNTED."""
+    return name if store.cluster is None else f"{name}@{store.name}"
 
 
 def _writes_by_process(w: World) -> list[tuple[str, dict[str, Any]]]:
@@ -226,13 +270,15 @@ def _writes_by_process(w: World) -> list[tuple[str, dict[str, Any]]]:
     return out
 
 
-def run_once(root: Path, spec: Spec, point: Point | None) -> tuple[Outcome, dict[str, int]]:
-    """Run `spec` once, crashing at `point` (None: the counting run); its outcome and, per
-    process, how many durable writes it made (`teamctl:STEP` for a command)."""
+def run_once(root: Path, spec: Spec, point: Point | None, store: SweepStore = FILES
+             ) -> tuple[Outcome, dict[str, int]]:
+    """Run `spec` once on `store`, crashing at `point` (None: the counting run); its
+    outcome and, per process, how many durable writes it made (`teamctl:STEP` for a
+    command)."""
     from tests.crash import invariants
 
     start = time.monotonic()
-    with world(root, spec, point) as w:
+    with world(root, spec, point, store) as w:
         spec.body(w)
         violations = invariants.check(w)
         writes = _writes_by_process(w)
@@ -240,21 +286,22 @@ def run_once(root: Path, spec: Spec, point: Point | None) -> tuple[Outcome, dict
         for who, rec in writes:
             counts[who] = max(counts.get(who, 0), int(rec["n"]))
         if point is None:
-            COUNTED[spec.name] = writes
+            COUNTED[counted(spec.name, store)] = writes
         outcome = Outcome(point, w.fired(), invariants.COUNT, violations,
                           time.monotonic() - start)
     return outcome, counts
 
 
 def aim(tmp: Path, spec: Spec, who: str, path_end: str, after: bool, nth: int = 1, *,
-        fresh: bool = False) -> Point:
+        fresh: bool = False, store: SweepStore = FILES) -> Point:
     """The point of `who`'s `nth` durable write to a path ending in `path_end` (-1: its
-    last), in the scenario's last counting run (`fresh`, or none yet: a new one). A
-    write's number may shift between runs; what it writes does not: the caller checks
-    where its crash fired."""
-    if fresh or spec.name not in COUNTED:
-        run_once(tmp, spec, None)
-    hits = [rec for w, rec in COUNTED[spec.name] if w == who and rec["path"].endswith(path_end)]
+    last), in the scenario's last counting run on `store` (`fresh`, or none yet: a new
+    one). A write's number may shift between runs; what it writes does not: the caller
+    checks where its crash fired."""
+    key = counted(spec.name, store)
+    if fresh or key not in COUNTED:
+        run_once(tmp, spec, None, store)
+    hits = [rec for w, rec in COUNTED[key] if w == who and rec["path"].endswith(path_end)]
     assert len(hits) >= abs(nth), f"{who} made {len(hits)} write(s) to *{path_end}"
     return Point(who, int(hits[nth - 1 if nth > 0 else nth]["n"]), after)
 
@@ -315,11 +362,12 @@ class Report:
 
 
 def sweep(tmp: Path, spec: Spec, limit: int | None,
-          stop: Callable[[], bool] = lambda: False) -> Report:
+          stop: Callable[[], bool] = lambda: False, store: SweepStore = FILES) -> Report:
     """The counting run, then a run per point (`limit`: a sample of that many), until
-    `stop()` says the time is up (the report says how many points were tried)."""
+    `stop()` says the time is up (the report says how many points were tried), each on
+    `store`."""
     start = time.monotonic()
-    first, counts = run_once(tmp / "count", spec, None)
+    first, counts = run_once(tmp / "count", spec, None, store)
     points = points_of(counts, spec.kinds)
     if limit is not None:
         points = sample(points, limit, spec.name)
@@ -327,6 +375,7 @@ def sweep(tmp: Path, spec: Spec, limit: int | None,
     for i, p in enumerate(points):
         if stop():
             break
-        outcome, _ = run_once(tmp / f"p{i:03d}", spec, p)
+        outcome, _ = run_once(tmp / f"p{i:03d}", spec, p, store)
         outcomes.append(outcome)
-    return Report(spec.name, counts, outcomes, time.monotonic() - start, len(points))
+    name = spec.name if store.cluster is None else f"{spec.name} on {store.name}"
+    return Report(name, counts, outcomes, time.monotonic() - start, len(points))

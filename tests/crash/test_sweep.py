@@ -4,7 +4,11 @@ and just after its writes in every process that writes, recovered, and checked.
 By default a sample of points per scenario (spread over the processes that write) and the
 regression points of what the sweep found; every point with
 `pytest -m crash_full tests/crash` or `TEAMD_CRASH_SWEEP=full`. Each prints its figures
-(`[crash figure] …`, shown with `-s` or `-rA`)."""
+(`[crash figure] …`, shown with `-s` or `-rA`).
+
+The same on the PostgreSQL store (CONTRACT §15), each run on a fresh database of the private
+cluster (`pg_cluster`; skipped, saying why, where PostgreSQL is not installed): the tests
+named `…_on_postgres` (`pytest tests/crash -k postgres`), a smaller sample by default."""
 
 from __future__ import annotations
 
@@ -15,11 +19,17 @@ from pathlib import Path
 
 import pytest
 
+from tests import postgres
 from tests.crash import scenarios
-from tests.crash.sweep import COUNTED, Point, Report, aim, run_once, sweep
+from tests.crash.sweep import COUNTED, Point, Report, SweepStore, aim, run_once, sweep
 
 #: points per scenario in the default (fast) form
 SAMPLE = 3
+#: points per scenario in the default form on PostgreSQL (the counting run is checked too)
+PG_SAMPLE = 1
+#: the scenarios the default form samples (the others' points are kept as regressions)
+SAMPLED = ["message", "lead-message", "plan", "permission", "shutdown", "task", "compaction",
+           "budget", "remove"]
 FULL = os.environ.get("TEAMD_CRASH_SWEEP") == "full"
 
 
@@ -35,21 +45,50 @@ def assert_clean(report: Report) -> None:
     assert not report.violations, "\n".join(report.violations)
 
 
-@pytest.mark.parametrize("name", ["message", "lead-message", "plan", "permission", "shutdown",
-                                  "task", "compaction", "budget", "remove"])
-def test_a_sample_of_points(tmp_path: Path, name: str) -> None:
+@pytest.fixture
+def on_postgres(pg_cluster: postgres.Cluster) -> SweepStore:
+    """Each run of a sweep on a fresh database of the private cluster."""
+    return SweepStore.on_postgres(pg_cluster)
+
+
+def sampled() -> None:
     if FULL:
         pytest.skip("TEAMD_CRASH_SWEEP=full: the whole sweep runs instead")
+
+
+def whole(request: pytest.FixtureRequest) -> None:
+    if not (FULL or "crash_full" in str(request.config.getoption("markexpr") or "")):
+        pytest.skip("the whole sweep: -m crash_full or TEAMD_CRASH_SWEEP=full")
+
+
+@pytest.mark.parametrize("name", SAMPLED)
+def test_a_sample_of_points(tmp_path: Path, name: str) -> None:
+    sampled()
     assert_clean(sweep(tmp_path, scenarios.SPECS[name], SAMPLE))
+
+
+@pytest.mark.parametrize("name", SAMPLED)
+def test_a_sample_of_points_on_postgres(tmp_path: Path, name: str,
+                                        on_postgres: SweepStore) -> None:
+    sampled()
+    assert_clean(sweep(tmp_path, scenarios.SPECS[name], PG_SAMPLE, store=on_postgres))
 
 
 @pytest.mark.crash_full
 @pytest.mark.timeout(0)  # a scenario's every point takes minutes: its runs are bounded each
 @pytest.mark.parametrize("name", sorted(scenarios.SPECS))
 def test_every_point(tmp_path: Path, name: str, request: pytest.FixtureRequest) -> None:
-    if not (FULL or "crash_full" in str(request.config.getoption("markexpr") or "")):
-        pytest.skip("the whole sweep: -m crash_full or TEAMD_CRASH_SWEEP=full")
+    whole(request)
     assert_clean(sweep(tmp_path, scenarios.SPECS[name], None))
+
+
+@pytest.mark.crash_full
+@pytest.mark.timeout(0)
+@pytest.mark.parametrize("name", sorted(scenarios.SPECS))
+def test_every_point_on_postgres(tmp_path: Path, name: str, request: pytest.FixtureRequest,
+                                 on_postgres: SweepStore) -> None:
+    whole(request)
+    assert_clean(sweep(tmp_path, scenarios.SPECS[name], None, store=on_postgres))
 
 
 # -- what the sweep found, each kept at its crash point ------------------------------------

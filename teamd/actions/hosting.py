@@ -27,6 +27,5 @@ def host_list(ws: Workspace) -> list[Json]:
     out = []
     for h in found:
         n, cap = placed.get(h["name"], 0), int(h.get("max_members") or 0)
-        record = {k: v for k, v in h.items() if k not in ("held", "current_lease")}
-        out.append({**record, "placed": n, "load": f"{n}/{cap}" if cap else "-"})
+        out.append({**h, "placed": n, "load": f"{n}/{cap}" if cap else "-"})
     return out

@@ -82,10 +82,12 @@ class Hosts(Base):
                 "INSERT INTO leases (host, lease) VALUES (%s, nextval('lease_numbers')) "
                 "ON CONFLICT (host) DO UPDATE SET lease = nextval('lease_numbers') "
                 "RETURNING lease", (name,)).fetchone()[0])
-            now = float(conn.execute(f"SELECT {NOW}").fetchone()[0])
-            record = {**doc, "name": name, "lease": lease, "joined_at": now, "heartbeat": now}
-            conn.execute("INSERT INTO hosts (name, doc) VALUES (%s, %s) ON CONFLICT (name) "
-                         "DO UPDATE SET doc = excluded.doc", (name, Jsonb(record)))
+            conn.execute(
+                "INSERT INTO hosts (name, doc, state, lease, joined_at, heartbeat)"
+                f" VALUES (%s, %s, '{{}}', %s, {NOW}, {NOW}) ON CONFLICT (name) DO UPDATE"
+                " SET doc = excluded.doc, state = excluded.state, lease = excluded.lease,"
+                " joined_at = excluded.joined_at, heartbeat = excluded.heartbeat,"
+                " left_at = NULL", (name, Jsonb(doc), lease))
         return lease
 
     def beat_host(self, claim: HostClaim, changes: Json | None = None) -> None:
@@ -98,9 +100,8 @@ class Hosts(Base):
         try:
             with claim.conn.transaction():
                 claim.conn.execute("SELECT teamd_fence(%s, %s)", (claim.name, claim.lease))
-                claim.conn.execute(
-                    f"UPDATE hosts SET doc = doc || %s || jsonb_build_object('heartbeat', {NOW})"
-                    " WHERE name = %s", (Jsonb(changes or {}), claim.name))
+                claim.conn.execute(f"UPDATE hosts SET state = state || %s, heartbeat = {NOW}"
+                                   " WHERE name = %s", (Jsonb(changes or {}), claim.name))
         except psycopg.Error as exc:
             if exc.sqlstate == STALE_LEASE:
                 self.db.fenced_out = True
@@ -132,9 +133,8 @@ class Hosts(Base):
             if not (claim.conn.closed or claim.conn.broken or self.db.fenced_out):
                 with claim.conn.transaction():
                     claim.conn.execute("SELECT teamd_fence(%s, %s)", (claim.name, claim.lease))
-                    claim.conn.execute(
-                        f"UPDATE hosts SET doc = doc || jsonb_build_object('heartbeat', 0,"
-                        f" 'left_at', {NOW}) WHERE name = %s", (claim.name,))
+                    claim.conn.execute(f"UPDATE hosts SET heartbeat = 0, left_at = {NOW}"
+                                       " WHERE name = %s", (claim.name,))
         except psycopg.Error as exc:
             log.warning("host %s: could not record its leaving: %s", claim.name,
                         " ".join(str(exc).split()))
@@ -144,16 +144,18 @@ class Hosts(Base):
             claim.conn.close()
 
     def list_hosts(self, timeout: float) -> list[Json]:
-        """Every host's record, by name, with `alive` (a heartbeat younger than `timeout`
-        by the database's clock), `age` (seconds since it) and `held` (its lease is still
-        the current one: False once taken over)."""
+        """Every host's record, by name: its supervisor's record, what its heartbeats said,
+        `lease`, `joined_at`, `heartbeat`, `left_at`, and `alive` (a heartbeat younger than
+        `timeout` by the database's clock), `age` (seconds since it) and `held` (its lease
+        is still the current one: False once taken over)."""
         rows = self.db.rows(
-            f"SELECT h.doc, {NOW} - (h.doc->>'heartbeat')::float8,"
-            " coalesce(l.lease = (h.doc->>'lease')::bigint, false), l.lease"
+            f"SELECT h.name, h.doc, h.state, h.lease, h.joined_at, h.heartbeat, h.left_at,"
+            f" {NOW} - h.heartbeat, coalesce(l.lease = h.lease, false)"
             " FROM hosts h LEFT JOIN leases l ON l.host = h.name ORDER BY h.name")
-        return [{**doc, "alive": bool(held) and age < timeout, "age": max(0.0, float(age)),
-                 "held": bool(held), "current_lease": lease}
-                for doc, age, held, lease in rows]
+        return [{**doc, **state, "name": name, "lease": lease, "joined_at": joined,
+                 "heartbeat": beat, "left_at": left, "alive": bool(held) and age < timeout,
+                 "age": max(0.0, float(age)), "held": bool(held)}
+                for name, doc, state, lease, joined, beat, left, age, held in rows]
 
     def take_over_host(self, name: str, lease: int, moves: Callable[[], None]) -> bool:
         """Give host `name`'s lease a new number if it is still `lease`, and run `moves`
@@ -182,15 +184,13 @@ class Hosts(Base):
         return self.join_host(here(), info)
 
     def supervisor_info(self) -> Json | None:
-        doc = self.db.one("SELECT doc FROM hosts WHERE name = %s", (here(),))
-        return doc if isinstance(doc, dict) and not doc.get("left_at") else None
+        doc = self.db.one("SELECT doc FROM hosts WHERE name = %s AND left_at IS NULL",
+                          (here(),))
+        return doc if isinstance(doc, dict) else None
 
     def write_supervisor_info(self, info: Json) -> None:
-        # what the heartbeat and a takeover keep is never written back from an older read
-        kept = {k: v for k, v in info.items() if k not in ("heartbeat", "lease", "joined_at")}
         with self.db.unit():
-            self.db.execute("UPDATE hosts SET doc = doc || %s WHERE name = %s",
-                            (Jsonb(kept), here()))
+            self.db.execute("UPDATE hosts SET doc = %s WHERE name = %s", (Jsonb(info), here()))
             self.db.touched()
 
     def release_supervisor(self, handle: HostClaim | None) -> None:

@@ -27,7 +27,10 @@ from teamd.store import urls
 #: fencing number every fenced write is checked against: `teamd_fence`), and the sequence
 #: the lease numbers come from — a lease is never handed out twice
 HOSTS = (
-    "CREATE TABLE hosts (name text PRIMARY KEY, doc jsonb NOT NULL)",
+    # `doc`: the supervisor's record as it wrote it; `state`: what its heartbeats report
+    "CREATE TABLE hosts (name text PRIMARY KEY, doc jsonb NOT NULL, state jsonb NOT NULL,"
+    " lease bigint NOT NULL, joined_at float8 NOT NULL, heartbeat float8 NOT NULL,"
+    " left_at float8)",
     "CREATE TABLE leases (host text PRIMARY KEY, lease bigint NOT NULL)",
     "CREATE SEQUENCE lease_numbers",
     # a fenced unit's first statement: its share lock on the lease row makes a takeover

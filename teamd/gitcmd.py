@@ -12,7 +12,7 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from teamd import roster
+from teamd import hostname, roster
 from teamd.errors import BadInput, TeamdError
 from teamd.files import Json
 from teamd.pgroup import child_env
@@ -87,9 +87,13 @@ def repo_of(record: Json) -> Path:
 
 
 def worktree_of(config: Json, name: str) -> Json:
-    """A member's worktree record; BadInput if the member has none."""
+    """A member's worktree record; BadInput if the member has none, or has it on another
+    host."""
     member = roster.get(config, name)
     record = member.get("worktree")
     if not record:
         raise BadInput(f"{name!r} has no worktree (spawn it with --worktree)")
+    pin = member.get("pinned_host")
+    if pin and pin != hostname.here():  # CONTRACT §15: its worktree is that host's files
+        raise BadInput(f"{name!r} works in a worktree on host {pin}: run this there")
     return dict(record)

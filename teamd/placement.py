@@ -82,17 +82,18 @@ def choose(hosts: Iterable[Json], load: Mapping[str, int]) -> str | None:
 
 
 def needs_host(m: Mapping[str, Any], hosts: Mapping[str, Json]) -> bool:
-    """A member to place: a pinned one not on its pin, or one to run whose pin is dead and
-    that was not yet told to wait for it (`pending`, `waiting for host …`); an unpinned
+    """A member to place: a pinned one not on its pin, or one to run whose pin was taken
+    over and that was not yet told to wait for it (`pending`, `waiting for host …`); an unpinned
     one desired running with no host, or on a host that was taken over (its lease no
     longer held) or is unknown."""
     pin, where = m.get("pinned_host"), m.get("host")
     if pin:
         if where != pin:
             return True
-        dead = not hosts.get(pin, {}).get("alive", False)
+        # taken over (or unknown): its process, if it still runs, was fenced off first
+        gone = not hosts.get(pin, {}).get("held", False)
         told = m.get("status") == Status.PENDING and m.get("last_error") == waiting_for(pin)
-        return dead and m.get("desired") == Desired.RUNNING and not told
+        return gone and m.get("desired") == Desired.RUNNING and not told
     if where is None:
         return m.get("desired") == Desired.RUNNING
     return not hosts.get(where, {}).get("held", False)
@@ -134,7 +135,7 @@ def place(ws: Workspace, team: str, config: Json, hosts: Mapping[str, Json],
 
 
 def take_over(ws: Workspace, dead: Json, teams: Callable[[], Iterable[tuple[str, Json]]],
-              hosts: dict[str, Json]) -> bool:
+              hosts: dict[str, Json], timeout: float) -> bool:
     """Fence dead host `dead` off and move its members (pinned ones wait for it), in one
     transaction; False when its `teamd` rejoined or another leader took it over first."""
     name = str(dead["name"])
@@ -146,7 +147,7 @@ def take_over(ws: Workspace, dead: Json, teams: Callable[[], Iterable[tuple[str,
         for team, config in rosters:
             place(ws, team, config, after, load)
 
-    taken = ws.store.take_over_host(name, int(dead["lease"]), move)
+    taken = ws.store.take_over_host(name, int(dead["lease"]), timeout, move)
     if taken:
         hosts[name] = after[name]
         log.warning("host %s: dead (no heartbeat for %.1f s); its lease is fenced off and its "

@@ -54,6 +54,9 @@ def test_which_members_need_a_host() -> None:
                            "last_error": "waiting for host gone"}, hosts)
     assert not needs_host({**pinned_dead, "desired": "stopped", "status": "shutdown"}, hosts)
     assert not needs_host({**pinned_dead, "host": "a", "pinned_host": "a"}, hosts)
+    # dead, not yet taken over: its process may still run there; nothing is changed yet
+    assert not needs_host({**pinned_dead, "host": "late", "pinned_host": "late",
+                           "status": "idle"}, hosts)
 
 
 def test_counts_only_members_to_run() -> None:

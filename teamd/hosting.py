@@ -17,13 +17,16 @@ import os
 import signal
 from typing import Any
 
+import psutil
+
 from teamd import placement, roster_cache
+from teamd.errors import BadInput
 from teamd.files import Json
 from teamd.hosts import Host, is_mine
 from teamd.layout import Workspace
-from teamd.processes import Ladder, MemberProcess
+from teamd.processes import Ladder, MemberProcess, find_strays
 from teamd.settings import Settings
-from teamd.store.errors import LeaseLost
+from teamd.store.errors import LeaseLost, StoreUnreachable
 
 log = logging.getLogger(__name__)
 
@@ -80,7 +83,8 @@ class Hosting:
             if dead["name"] == self.host_name:
                 continue  # ourselves: our own heartbeat says otherwise
             try:
-                if placement.take_over(self.ws, dead, self.all_rosters, hosts):
+                if placement.take_over(self.ws, dead, self.all_rosters, hosts,
+                                       self.conf.host_timeout):
                     self.views.clear()  # the moved members' states: read them again
             except LeaseLost:
                 raise
@@ -114,10 +118,23 @@ class Hosting:
         join again with a new lease."""
         log.error("%s: ending this host's %d member processes at once and writing "
                   "nothing more for them", exc, len(self.processes))
+        # every process of every member, its tools' own sessions included: a tool left
+        # running here would run on two hosts once the member starts elsewhere
+        doomed: list[psutil.Process] = []
         for process in list(self.processes.values()):
+            try:
+                doomed += psutil.Process(process.pid).children(recursive=True)
+            except psutil.Error:
+                pass
             try:
                 os.killpg(process.pid, signal.SIGKILL)
             except ProcessLookupError:
+                pass
+        doomed += [stray.proc for stray in find_strays(os.getpid(), self.processes)]
+        for proc in doomed:
+            try:
+                proc.kill()
+            except psutil.Error:
                 pass
         for pid in list(self.processes):
             try:
@@ -137,12 +154,11 @@ class Hosting:
         """Join again with a new lease once the database answers (else at the next
         heartbeat); the members placed here are then started by the next reconcile."""
         from teamd import pidfile
-        from teamd.store.postgres.connect import StoreUnreachable
         assert self.host is not None
         self.host.next_beat = now + self.conf.host_heartbeat
         try:
             claim = pidfile.claim(self.ws)
-        except StoreUnreachable as exc:
+        except (StoreUnreachable, BadInput) as exc:  # BadInput: our old claim, not yet gone
             log.error("host %s: cannot join again yet: %s", self.host.name, exc)
             return
         self._lock = claim

@@ -22,7 +22,7 @@ from teamd import hostname
 from teamd.files import Json
 from teamd.layout import Workspace
 from teamd.settings import Settings
-from teamd.store.errors import LeaseLost
+from teamd.store.errors import LeaseLost, StoreUnreachable
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +53,6 @@ class Host:
         """The heartbeat, with the host's member count and room. LeaseLost when the lease
         was taken over, or when no heartbeat could be made for `LEASE_SHARE` of
         `host_timeout`."""
-        from teamd.store.postgres.connect import StoreUnreachable  # a PostgreSQL store's
         self.next_beat = now + self.conf.host_heartbeat
         try:
             self.ws.store.beat_host(self.claim, {"members": members,

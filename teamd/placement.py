@@ -26,6 +26,10 @@ from teamd.states import LIVE, Desired, Status, Writer, transition
 log = logging.getLogger(__name__)
 
 
+#: statuses of a member whose process ran (or was to run) on the host it leaves
+WAS_RUNNING = LIVE | {Status.SLEEPING, Status.BACKOFF}
+
+
 def pin_for(ws: Workspace, host: str | None, *, local_state: bool) -> str | None:
     """The host a member spawned now is pinned to (None: the leader places it): `host`
     (`spawn --host`, `Task` `host`), or this machine's for a member whose state is local
@@ -78,13 +82,18 @@ def choose(hosts: Iterable[Json], load: Mapping[str, int]) -> str | None:
 
 
 def needs_host(m: Mapping[str, Any], hosts: Mapping[str, Json]) -> bool:
-    """A member to place: a pinned one not on its pin, or running on a pin that is dead
-    (it is then told to wait); an unpinned one desired running with no host, or on a
-    host that was taken over (its lease no longer held) or is unknown."""
+    """A member to place: a pinned one not on its pin, or one to run whose pin was taken
+    over and that was not yet told to wait for it (`pending`, `waiting for host …`); an unpinned
+    one desired running with no host, or on a host that was taken over (its lease no
+    longer held) or is unknown."""
     pin, where = m.get("pinned_host"), m.get("host")
     if pin:
-        dead = not hosts.get(pin, {}).get("alive", False)
-        return where != pin or (dead and m.get("status") in LIVE)
+        if where != pin:
+            return True
+        # taken over (or unknown): its process, if it still runs, was fenced off first
+        gone = not hosts.get(pin, {}).get("held", False)
+        told = m.get("status") == Status.PENDING and m.get("last_error") == waiting_for(pin)
+        return gone and m.get("desired") == Desired.RUNNING and not told
     if where is None:
         return m.get("desired") == Desired.RUNNING
     return not hosts.get(where, {}).get("held", False)
@@ -108,10 +117,11 @@ def place(ws: Workspace, team: str, config: Json, hosts: Mapping[str, Json],
                 return False  # placed meanwhile
             was = member.get("host")
             member["host"] = target
-            if member["status"] in LIVE:  # its process was another host's, now fenced off
+            alive = hosts.get(target, {}).get("alive", False)
+            if member["status"] in WAS_RUNNING or (not alive and member["desired"] == \
+                    Desired.RUNNING):  # its process was another host's, now fenced off
                 member.update(pid=None, pid_create_time=None)
                 transition(member, Status.PENDING, Writer.TEAMD)
-            alive = hosts.get(target, {}).get("alive", False)
             member["last_error"] = None if alive else waiting_for(target)
             if was and was != target:
                 log.info("%s/%s: moved from host %s to %s", team, member["name"], was, target)
@@ -125,7 +135,7 @@ def place(ws: Workspace, team: str, config: Json, hosts: Mapping[str, Json],
 
 
 def take_over(ws: Workspace, dead: Json, teams: Callable[[], Iterable[tuple[str, Json]]],
-              hosts: dict[str, Json]) -> bool:
+              hosts: dict[str, Json], timeout: float) -> bool:
     """Fence dead host `dead` off and move its members (pinned ones wait for it), in one
     transaction; False when its `teamd` rejoined or another leader took it over first."""
     name = str(dead["name"])
@@ -137,7 +147,7 @@ def take_over(ws: Workspace, dead: Json, teams: Callable[[], Iterable[tuple[str,
         for team, config in rosters:
             place(ws, team, config, after, load)
 
-    taken = ws.store.take_over_host(name, int(dead["lease"]), move)
+    taken = ws.store.take_over_host(name, int(dead["lease"]), timeout, move)
     if taken:
         hosts[name] = after[name]
         log.warning("host %s: dead (no heartbeat for %.1f s); its lease is fenced off and its "

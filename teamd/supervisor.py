@@ -58,7 +58,7 @@ from teamd.processes import (
 )
 from teamd.states import Desired, Status, Writer, transition
 from teamd.store import Feed
-from teamd.store.errors import LeaseLost
+from teamd.store.errors import LeaseLost, StoreUnreachable
 from teamd.troubles import Troubles
 from teamd.wakeups import SAFETY_INTERVAL, SUPERVISED
 
@@ -136,6 +136,9 @@ class Supervisor(Exits, Hosting):
                         self.reconcile()
                 except LeaseLost as exc:  # another host may be starting our members
                     self.lose_lease(exc)
+                except StoreUnreachable as exc:  # the heartbeat decides when it is too long
+                    log.error("%s; trying again", exc)
+                    self.wake_in(1.0)
         finally:
             try:
                 self.stop_all()

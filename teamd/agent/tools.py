@@ -150,7 +150,6 @@ class Toolbox:
         again after a restart)."""
         started = time.monotonic()
         self._use_id = tool_use_id
-        self.ws.store.fence()  # its host still holds its lease (CONTRACT §15)
         try:
             result = self._dispatch(name, tool_input)
         except Blocked as exc:
@@ -172,6 +171,9 @@ class Toolbox:
         if name not in self.names:
             raise ToolError(f"{name} is not available to a {self.kind}")
         args = self.admit(name, tool_input)
+        # its host still holds its lease (CONTRACT §15): checked after the rules, an ask
+        # and the pre_tool_use hook, which may take long, right before the tool runs
+        self.ws.store.fence()
         return HANDLERS[name](self, **args)
 
     def admit(self, name: str | None, tool_input: Any, tool_use_id: str | None = None,

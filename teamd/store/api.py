@@ -372,9 +372,11 @@ class Store(Protocol):
     def beat_host(self, claim: Any, changes: Json | None = None) -> None:
         """The claimed host's heartbeat, a fenced write (LeaseLost, StoreUnreachable)."""
 
-    def take_over_host(self, name: str, lease: int, moves: Callable[[], None]) -> bool:
-        """Fence off host `name` if its lease is still `lease`, running `moves` (its
-        members placed elsewhere) in the same step; False when it was not."""
+    def take_over_host(self, name: str, lease: int, timeout: float,
+                       moves: Callable[[], None]) -> bool:
+        """Fence off host `name` if its lease is still `lease` and its heartbeat older than
+        `timeout`, running `moves` (its members placed elsewhere) in the same step; False
+        when it was not."""
 
     def fence(self) -> None:
         """A fenced unit (LeaseLost once this process's host lost its lease); nothing

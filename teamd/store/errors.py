@@ -52,6 +52,11 @@ def good_tasks(found: Iterable[tuple[int, Callable[[], Any], str]]) -> list[dict
     return out
 
 
+class StoreUnreachable(TeamdError):
+    """The store's server cannot be reached (or the connection to it was lost): trying
+    again later may work (exit 1)."""
+
+
 class LeaseLost(BaseException):
     """This process's host no longer holds its lease (CONTRACT §15, "Failover, fenced"): the
     store refused a fenced write, or this host's `teamd` found the lease taken over or

@@ -131,3 +131,22 @@ def test_a_killed_host_s_members_resume_elsewhere(hosts_of: Any, ws: Workspace,
     listed = {h["name"]: h for h in json.loads(cli(ws, "hosts", "--json").stdout)}
     assert not listed["h1"]["alive"] and listed["h2"]["alive"]
     assert h2.proc.poll() is None
+
+
+def test_a_pinned_member_waits_for_its_host_and_runs_there_again(
+        hosts_of: Any, ws: Workspace, workdir: Path) -> None:
+    h1, h2 = hosts_of("h1"), hosts_of("h2")
+    cli(ws, "create", TEAM)
+    cli(ws, "spawn", TEAM, "p", "--prompt", "Wait.", "--cwd", str(workdir), "--host", "h2")
+    wait_until(lambda: member(ws, TEAM, "p")["status"] == "idle", T, "p idle on h2")
+    pid = member(ws, TEAM, "p")["pid"]
+    os.kill(h2.pid, signal.SIGKILL)
+    os.kill(pid, signal.SIGKILL)
+    h2.proc.wait(10)
+    wait_until(lambda: (member(ws, TEAM, "p")["status"], member(ws, TEAM, "p")["last_error"])
+               == ("pending", "waiting for host h2"), 2 + 10, "p told to wait for h2")
+    assert placed(ws) == {"p": "h2"}  # not moved: pinned
+    assert h1.proc.poll() is None
+    again = hosts_of("h2")
+    wait_until(lambda: member(ws, TEAM, "p")["status"] == "idle", T, "p idle on h2 again")
+    assert psutil.Process(member(ws, TEAM, "p")["pid"]).ppid() == again.pid

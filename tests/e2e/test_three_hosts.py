@@ -204,6 +204,7 @@ def test_three_hosts_through_a_kill_a_freeze_and_a_cut(
                 proc.send_signal(signal.SIGSTOP)
             wait_until(lambda: not hosts_by_name(ws)["h1"]["held"], HOSTS["host_timeout"] + 10,
                        "h1 taken over")
+            taken_at = time.time()
             wait_until(lambda: not set(members_on(ws, "h1")) & set(on_h1), T,
                        "h1's members placed elsewhere")
             for proc in frozen:
@@ -213,8 +214,15 @@ def test_three_hosts_through_a_kill_a_freeze_and_a_cut(
                     pass
             wait_until(lambda: hosts_by_name(ws)["h1"]["held"] and hosts_by_name(ws)["h1"][
                 "alive"], T, "h1 joined again with a new lease")
-            ended = [p for p in frozen[1:] if not p.is_running()
-                     or p.status() == psutil.STATUS_ZOMBIE]
+            def gone(proc: psutil.Process) -> bool:
+                try:
+                    return not proc.is_running() or proc.status() == psutil.STATUS_ZOMBIE
+                except psutil.Error:
+                    return True
+
+            # every process h1 ran when it froze but its teamd: ended on waking
+            wait_until(lambda: all(gone(p) for p in frozen[1:]), T, "h1's old processes gone")
+            ended = frozen[1:]
             assert daemons["h1"].proc.poll() is None  # the teamd lives on, rejoined
             assert "writing nothing more for them" in daemons["h1"].output()
 
@@ -254,6 +262,11 @@ def test_three_hosts_through_a_kill_a_freeze_and_a_cut(
         if net is not None:
             bad = interleaved(server)
             assert not bad, f"requests of one member from two hosts interleaved: {bad}"
+            # nothing from the frozen host for the members it had, once taken over
+            stale = [(r["agent"], r["received_at"] - taken_at) for r in server.requests
+                     if r["agent"] in on_h1 and r["peer"] == net.address(1)
+                     and r["received_at"] > taken_at]
+            assert not stale, f"requests from h1 after its takeover: {stale}"
         figure("hosts", f"{SIZE.members} members on 3 hosts "
                f"({'namespaces' if net else 'one address'}), {shown} messages shown once, "
                f"{done} tasks completed once, {len(ran)} tool calls run once "

@@ -47,9 +47,16 @@ def test_which_members_need_a_host() -> None:
     assert not needs_host({"host": "late"}, hosts)  # dead, not yet taken over
     assert needs_host({"host": "unknown"}, hosts)
     assert needs_host({"pinned_host": "a", "host": None}, hosts)
-    pinned_dead = {"pinned_host": "gone", "host": "gone"}
-    assert needs_host({**pinned_dead, "status": "idle"}, hosts)  # told to wait
-    assert not needs_host({**pinned_dead, "status": "pending"}, hosts)  # waits
+    pinned_dead = {"pinned_host": "gone", "host": "gone", "desired": "running"}
+    assert needs_host({**pinned_dead, "status": "idle"}, hosts)  # to be told to wait
+    assert needs_host({**pinned_dead, "status": "sleeping"}, hosts)
+    assert not needs_host({**pinned_dead, "status": "pending",  # told: it waits
+                           "last_error": "waiting for host gone"}, hosts)
+    assert not needs_host({**pinned_dead, "desired": "stopped", "status": "shutdown"}, hosts)
+    assert not needs_host({**pinned_dead, "host": "a", "pinned_host": "a"}, hosts)
+    # dead, not yet taken over: its process may still run there; nothing is changed yet
+    assert not needs_host({**pinned_dead, "host": "late", "pinned_host": "late",
+                           "status": "idle"}, hosts)
 
 
 def test_counts_only_members_to_run() -> None:

@@ -14,6 +14,7 @@ import pytest
 
 from teamd import budget, roster
 from teamd.hosts import leader_of
+from teamd.store.changes import Kind
 from teamd.store.errors import LeaseLost
 from teamd.store.postgres import PostgresStore, schema
 
@@ -64,30 +65,42 @@ def test_the_leader_is_the_first_alive_host_until_it_goes_silent(pg_url: str,
     assert leader(0.25) == "h2"
 
 
-def test_a_takeover_refuses_every_later_unit_of_the_host(pg_url: str, tmp_path: Path) -> None:
+def test_a_takeover_refuses_every_later_unit_of_the_host(
+        pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TEAMD_HOST", "h1")  # this process's connections are host h1's
     host = PostgresStore(pg_url, tmp_path)
     claim = host.join_host("h1", {})
     assert claim is not None
     host.create_team("t", roster.new_roster("t", ""), SPEND)
     host.fence()  # held: passes
-    leader = PostgresStore(pg_url, tmp_path)
 
-    # a unit of the host begun before the takeover finishes first: the takeover waits
-    inside, committing = threading.Event(), threading.Event()
+    # a unit of the host stopped half-way (a frozen host): ended by the takeover, its
+    # locks freed, nothing of it committed
+    inside, outcome = threading.Event(), []
 
-    def slow_unit() -> None:
-        with host.db.unit():
-            inside.set()
-            time.sleep(0.5)
-            committing.set()  # the commit follows: the takeover cannot finish before it
+    def frozen_unit() -> None:
+        try:
+            with host.db.unit():
+                inside.set()
+                time.sleep(2)
+                host.db.changed(Kind.SPEND, "t")
+                host.db.execute("UPDATE team_docs SET doc = doc WHERE team = 't'")
+            outcome.append("committed")
+        except BaseException as exc:
+            outcome.append(type(exc).__name__)
 
-    worker = threading.Thread(target=slow_unit)
+    worker = threading.Thread(target=frozen_unit)
     worker.start()
-    assert inside.wait(10)
-    assert leader.take_over_host("h1", claim.lease, lambda: None)
-    assert committing.is_set()  # the takeover waited for the unit under way
+    assert inside.wait(10)  # its connection is h1's too
+    monkeypatch.setenv("TEAMD_HOST", "leader")
+    leader = PostgresStore(pg_url, tmp_path)
+    assert not leader.take_over_host("h1", claim.lease, 30, lambda: None)  # alive: no
+    moved: list[bool] = []
+    assert leader.take_over_host("h1", claim.lease, 0, lambda: moved.append(True))
+    assert moved == [True]  # the moves, in the takeover's transaction
     worker.join()
-    assert not leader.take_over_host("h1", claim.lease, lambda: None)  # once
+    assert outcome and outcome != ["committed"], outcome
+    assert not leader.take_over_host("h1", claim.lease, 0, lambda: None)  # once
 
     with pytest.raises(LeaseLost):
         host.add_spend("t", lambda doc: {"schema": 1, "spent_usd": 9.0})
@@ -123,7 +136,7 @@ def test_a_forked_member_is_fenced_with_its_hosts_lease(pg_url: str, tmp_path: P
             os._exit(code)
     assert os.read(read, 1) == b"1"
     leader = PostgresStore(pg_url, tmp_path)
-    assert leader.take_over_host("h1", claim.lease, lambda: None)
+    assert leader.take_over_host("h1", claim.lease, 0, lambda: None)
     os.write(go_w, b"1")
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0

@@ -18,8 +18,8 @@ import pytest
 from teamd import budget, roster
 from teamd.errors import BadInput
 from teamd.store.changes import Change, Kind
+from teamd.store.errors import StoreUnreachable
 from teamd.store.postgres import PostgresStore, install_schema, schema
-from teamd.store.postgres.connect import StoreUnreachable
 from tests.postgres import Cluster, database_name
 from tests.store.forked import ctx
 

@@ -61,7 +61,8 @@ class Supervision(Base):
     def beat_host(self, claim: Any, changes: Json | None = None) -> None:
         raise BadInput(HOSTS_NEED_POSTGRES)
 
-    def take_over_host(self, name: str, lease: int, moves: Callable[[], None]) -> bool:
+    def take_over_host(self, name: str, lease: int, timeout: float,
+                       moves: Callable[[], None]) -> bool:
         raise BadInput(HOSTS_NEED_POSTGRES)
 
     def fence(self) -> None:

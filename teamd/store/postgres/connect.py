@@ -16,6 +16,7 @@ import psycopg
 from teamd.errors import BadInput, TeamdError
 from teamd.hostname import here
 from teamd.store import urls
+from teamd.store.errors import StoreUnreachable
 
 #: how long a connection attempt may take before the server counts as unreachable
 CONNECT_TIMEOUT = 10
@@ -32,8 +33,6 @@ _USER_MISTAKES = ("password authentication failed", "no password supplied",
                   "invalid sslmode", "not permitted to log in", "authentication failed")
 
 
-class StoreUnreachable(TeamdError):
-    """The store's server cannot be reached (or the connection to it was lost)."""
 
 
 def _why(exc: BaseException) -> str:

@@ -33,9 +33,9 @@ from psycopg import sql
 from teamd import crashpoints
 from teamd.store import urls
 from teamd.store.changes import Kind
-from teamd.store.errors import LeaseLost
+from teamd.store.errors import LeaseLost, StoreUnreachable
 from teamd.store.postgres import schema
-from teamd.store.postgres.connect import StoreUnreachable, connect, explain
+from teamd.store.postgres.connect import connect, explain
 
 #: the channel every change is notified on
 CHANNEL = "teamd"

@@ -25,9 +25,9 @@ from psycopg.types.json import Jsonb
 
 from teamd.files import Json
 from teamd.hostname import here
-from teamd.store.errors import LeaseLost
+from teamd.store.errors import LeaseLost, StoreUnreachable
 from teamd.store.postgres.base import Base
-from teamd.store.postgres.connect import StoreUnreachable, application_name, explain
+from teamd.store.postgres.connect import application_name, explain
 from teamd.store.postgres.schema import STALE_LEASE
 
 log = logging.getLogger(__name__)
@@ -95,21 +95,25 @@ class Hosts(Base):
         LeaseLost when the lease was taken over, or the claim found held by another
         `teamd` after a lost connection; StoreUnreachable when the database cannot be
         reached (the caller counts how long it has been)."""
-        if claim.conn.closed or claim.conn.broken:
-            self._reclaim(claim)
-        try:
-            with claim.conn.transaction():
-                claim.conn.execute("SELECT teamd_fence(%s, %s)", (claim.name, claim.lease))
-                claim.conn.execute(f"UPDATE hosts SET state = state || %s, heartbeat = {NOW}"
-                                   " WHERE name = %s", (Jsonb(changes or {}), claim.name))
-        except psycopg.Error as exc:
-            if exc.sqlstate == STALE_LEASE:
-                self.db.fenced_out = True
-                raise LeaseLost(f"host {claim.name}: its lease {claim.lease} was taken "
-                                "over") from None
-            if claim.conn.broken or claim.conn.closed:
-                raise explain(exc, self.url) from None
-            raise
+        for attempt in (1, 2):  # a connection found lost: once more on a new one
+            if claim.conn.closed or claim.conn.broken:
+                self._reclaim(claim)
+            try:
+                with claim.conn.transaction():
+                    claim.conn.execute("SELECT teamd_fence(%s, %s)", (claim.name, claim.lease))
+                    claim.conn.execute(
+                        f"UPDATE hosts SET state = state || %s, heartbeat = {NOW}"
+                        " WHERE name = %s", (Jsonb(changes or {}), claim.name))
+                return
+            except psycopg.Error as exc:
+                if exc.sqlstate == STALE_LEASE:
+                    self.db.fenced_out = True
+                    raise LeaseLost(f"host {claim.name}: its lease {claim.lease} was taken "
+                                    "over") from None
+                if not (claim.conn.broken or claim.conn.closed):
+                    raise
+                if attempt == 2:
+                    raise explain(exc, self.url) from None
 
     def _reclaim(self, claim: HostClaim) -> None:
         """A new connection for a claim whose connection was lost (a server restarted, a
@@ -157,15 +161,22 @@ class Hosts(Base):
                  "age": max(0.0, float(age)), "held": bool(held)}
                 for name, doc, state, lease, joined, beat, left, age, held in rows]
 
-    def take_over_host(self, name: str, lease: int, moves: Callable[[], None]) -> bool:
-        """Give host `name`'s lease a new number if it is still `lease`, and run `moves`
-        (the leader placing its members elsewhere) in the same transaction; False, doing
-        nothing, when its `teamd` rejoined or another leader took it over first. Waits for
-        the fenced units under way on that host; every later one of theirs is refused."""
+    def take_over_host(self, name: str, lease: int, timeout: float,
+                       moves: Callable[[], None]) -> bool:
+        """Give host `name`'s lease a new number if it is still `lease` and its heartbeat is
+        still older than `timeout`, and run `moves` (the leader placing its members
+        elsewhere) in the same transaction; False, doing nothing, when its `teamd`
+        rejoined or beat meanwhile, or another leader took it over first. The host's
+        sessions are ended first (a frozen host may hold a unit open, its share lock on
+        the lease row with it); every later fenced unit of the host is refused."""
         with self.db.unit():
-            # a frozen host may be stopped inside a unit, its share lock on the lease row
-            # held: its sessions are ended first (their units rolled back), so the takeover
-            # waits for nothing it would wait for forever; never longer than TAKEOVER_WAIT
+            # checked and held (the host row locked) before anything is ended
+            still = self.db.one(
+                f"SELECT 1 FROM hosts h JOIN leases l ON l.host = h.name WHERE h.name = %s"
+                f" AND l.lease = %s AND {NOW} - h.heartbeat >= %s FOR UPDATE OF h",
+                (name, lease, timeout))
+            if still is None:
+                return False
             self.db.execute(f"SET LOCAL lock_timeout = '{TAKEOVER_WAIT}s'")
             self.db.execute(
                 "SELECT pg_terminate_backend(pid, 5000) FROM pg_stat_activity WHERE"

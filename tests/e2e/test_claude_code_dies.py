@@ -12,11 +12,15 @@ import psutil
 import pytest
 
 from teamd import actions
+from teamd.agent.claude_code.runtime import held_at_budget
 from teamd.layout import Workspace
 from teamd.scripted import ScriptedServer
 from tests.claude_code_team import CC, SLOW, awake_with, claude_of, user_turns_with
-from tests.e2e.test_claude_code_budget import paused_at_spend_2
-from tests.harness import TEAM, asked, exit_codes, gone, wait_status, wait_until
+from tests.e2e.test_claude_code_budget import budget_told, paused_at_spend_2
+from tests.harness import TEAM, asked, exit_codes, gone, member, wait_status, wait_until
+
+#: the forwarder's refusal at cc's member budget, as last_error and the API's error say it
+REFUSAL = "member budget reached"
 
 
 def killed_and_restarted(ws: Workspace) -> None:
@@ -54,13 +58,29 @@ def test_claude_code_killed_while_idle_crashes_the_member_which_resumes_and_answ
         assert exit_codes(ws, CC) == [(1, None)]  # one crash, nothing since
 
 
-@pytest.mark.parametrize("refusal_in_transcript", [False, True])
+def refusal_in_transcript(ws: Workspace) -> bool:
+    """Claude Code's transcript holds the forwarder's refusal (the turn looks answered
+    there, by the API's error)."""
+    return any(REFUSAL in f.read_text() for f in (
+        ws.claude_state(TEAM, CC) / ".claude" / "projects").rglob("*.jsonl"))
+
+
+def held_in_session(ws: Workspace) -> bool:
+    """cc's session records its last turn held at the budget (`held_at_budget`)."""
+    return held_at_budget(ws.store.read_session(TEAM, CC))
+
+
+@pytest.mark.parametrize("moment", ["refused", "held"])
 def test_claude_code_killed_while_paused_crashes_the_member_which_goes_on_once_raised(
         ws: Workspace, server: ScriptedServer, workdir: Path, claude: Path,
-        refusal_in_transcript: bool) -> None:
-    """Found flaky in a full run: killed once Claude Code's transcript held the refusal,
-    the turn looked answered and the restarted member went idle, never to go on once the
-    budget was raised. The held turn is now in the member's session (`held_at_budget`)."""
+        moment: str) -> None:
+    """Killed at either moment of a pause, the restarted member is `paused` and goes on
+    once the budget is raised. `refused`: as soon as the forwarder refused the call (the
+    member may not have heard Claude Code's answer yet). `held`: once the member recorded
+    the turn held at the budget and Claude Code's transcript holds the refusal, so the
+    turn looks answered there — found flaky in a full run, where a loaded machine made
+    the kill land this late: the restarted member, with nothing left to give Claude
+    Code, went idle and never went on once the budget was raised."""
     with awake_with(ws, server, workdir, claude, (
             {"name": "passes", "agent": CC, "contains": "SPEND-1",
              "reply": {"content": "passed"}},
@@ -68,14 +88,15 @@ def test_claude_code_killed_while_paused_crashes_the_member_which_goes_on_once_r
              "reply": {"content": "finished"}})):
         paused_at_spend_2(ws, server)
         assert [r for r in server.requests if "SPEND-2" in str(r["body"]["messages"])] == []
-        if refusal_in_transcript:  # the turn looks answered there (by the API's error)
-            wait_until(lambda: any("budget" in f.read_text() for f in (
-                ws.claude_state(TEAM, CC) / ".claude" / "projects").rglob("*.jsonl")),
-                SLOW, "the refusal in Claude Code's transcript")
+        if moment == "held":
+            wait_until(lambda: held_in_session(ws) and refusal_in_transcript(ws), SLOW,
+                       "the turn held in cc's session, the refusal in its transcript")
         killed_and_restarted(ws)
         wait_status(ws, CC, "paused", SLOW)  # restarted, still at its budget
+        assert member(ws, TEAM, CC)["last_error"].startswith(REFUSAL)
         actions.set_budget(ws, TEAM, 100, member=CC)
         server.wait_for(lambda r: r["rule"] == "finished", SLOW)
         wait_status(ws, CC, "idle", SLOW)
         assert len(user_turns_with(server, CC, "SPEND-2")) == 1
         assert exit_codes(ws, CC) == [(1, None)]
+        assert budget_told(ws) == [CC]  # the lead told once, across the restart

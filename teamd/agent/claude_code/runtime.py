@@ -157,7 +157,9 @@ class ClaudeCodeRuntime:
         return None
 
     def awaits_input(self) -> bool:
-        return not self.busy and not self.unsent()
+        # a turn held at a budget is not over, though nothing is left to give: the member
+        # waits for the raise (`take_turn`), `paused`, never idle
+        return not self.held and not self.busy and not self.unsent()
 
     def take_turn(self) -> TurnOutcome:
         """Give what is new, then take one thing Claude Code says (or wait POLL for it)."""

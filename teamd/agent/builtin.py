@@ -25,6 +25,10 @@ from teamd.agent.tools import specs_for
 from teamd.files import Json
 from teamd.states import Status
 
+#: a fence older than this when a request leaves is made again (`fence_fresh`): a fence and
+#: its request are milliseconds apart unless the process was stopped between them
+FENCE_FRESH = 1.0
+
 if TYPE_CHECKING:
     from teamd.agent.member import Member
 
@@ -43,7 +47,7 @@ class BuiltinRuntime:
         self.m = member
         self.specs = specs_for(member.kind)
         self.cache = CacheTTL(woken=member.session.ends_with_reply())  # breakpoints' TTLs
-        self.client = model.make_client(member.conf.api_timeout)
+        self.client = model.make_client(member.conf.api_timeout, guard=self.fence_fresh)
         # a member restarted compacts where it would have: from its last reply's usage
         usage = member.session.last_usage()
         self.last_context = context.context_size(usage) if usage else 0
@@ -145,7 +149,8 @@ class BuiltinRuntime:
             m.conf = settings.load_or_keep(m.ws, m.conf)
             events.use_settings(m.ws, m.conf)
             if self.client.api_timeout != m.conf.api_timeout:
-                self.client = model.make_client(m.conf.api_timeout)  # a new bound
+                self.client = model.make_client(m.conf.api_timeout,  # a new bound
+                                                guard=self.fence_fresh)
             m.gate.wait()
             self.wait_out_shared_backoff()
             # "active" reaches the roster as soon as the request has left, not before it:
@@ -196,6 +201,12 @@ class BuiltinRuntime:
             if reply.limited_until is not None:
                 accounting.hold_root_back(m, m.model_name, reply.limited_until)
             return reply
+
+    def fence_fresh(self) -> None:
+        """As a request leaves: the fence made just before the call, made again when it
+        has grown old — a process frozen between the two must not send for a member that
+        moved to another host meanwhile (CONTRACT §15)."""
+        self.m.ws.store.fence(max_age=FENCE_FRESH)
 
     def must_hold_off(self) -> bool:
         """Re-checked once a call slot is taken (the wait may have been long): a budget

@@ -188,8 +188,11 @@ def http_client(**options: Any) -> Any:
     return anthropic.DefaultHttpxClient(**options)
 
 
-def make_client(api_timeout: float = 600.0) -> Client:
-    """A client that never retries by itself, every call bounded by `api_timeout` s."""
+def make_client(api_timeout: float = 600.0,
+                guard: Callable[[], None] | None = None) -> Client:
+    """A client that never retries by itself, every call bounded by `api_timeout` s.
+    `guard` runs as each request's first byte is about to leave (its exception stops it
+    there): the member's fence, again if it has grown old (CONTRACT §15)."""
     # ANTHROPIC_BASE_URL is read by the SDK itself; with no key and no base URL of one's
     # own no call is made (`refused`): Claude would only answer 401
     hook, deadline = AfterSend(), Deadline()
@@ -201,6 +204,8 @@ def make_client(api_timeout: float = 600.0) -> Client:
         def trace(event: str, info: dict[str, Any]) -> None:
             if earlier is not None:
                 earlier(event, info)
+            if guard is not None and event.endswith("send_request_headers.started"):
+                guard()  # the last moment before the first byte leaves
             if event.endswith(("connect_tcp.complete", "start_tls.complete")):
                 stream = info.get("return_value")
                 sock = stream.get_extra_info("socket") if stream is not None else None

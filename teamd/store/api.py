@@ -378,9 +378,9 @@ class Store(Protocol):
         `timeout`, running `moves` (its members placed elsewhere) in the same step; False
         when it was not."""
 
-    def fence(self) -> None:
+    def fence(self, max_age: float | None = None) -> None:
         """A fenced unit (LeaseLost once this process's host lost its lease); nothing
-        without hosts."""
+        without hosts. With `max_age`: only when this process's last fence is older."""
 
     def read_paged(self, team: str) -> Json | None:
         """Ids the `person_needed` hook already ran for (teamd's own record)."""

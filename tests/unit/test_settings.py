@@ -22,6 +22,7 @@ CONTRACT_DEFAULTS = {
     "retry_max_wait": 60, "api_timeout": 600, "max_concurrent_calls": 0,
     "lead_wake_on_idle": "quiet", "cache_ttl": "auto", "api_key_file": "", "effort": "",
     "runtime": "teamd", "claude_code": "claude", "store": "files",
+    "host_heartbeat": 5, "host_timeout": 30, "max_members": 0,
 }
 #: what `teamctl init` writes besides the flat table (the hooks are comments)
 INIT_TABLES = {"permissions": {"default": "allow", "allow": [], "ask": [], "deny": []},

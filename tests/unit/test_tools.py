@@ -33,7 +33,7 @@ CONTRACT_INPUTS = {
     "TeamCreate": ({"name"}, {"description"}),
     "TeamDelete": ({"name"}, set()),
     "Task": ({"name", "prompt", "team_name"}, {"role", "plan_mode_required", "worktree",
-                                                "effort", "runtime"}),
+                                                "effort", "runtime", "host"}),
 }
 LEAD_ONLY = {"TeamCreate", "TeamDelete", "Task"}
 # CONTRACT.md §8's table, row by row: (tool, given to the lead, given to a teammate)

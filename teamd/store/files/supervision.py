@@ -65,7 +65,7 @@ class Supervision(Base):
                        moves: Callable[[], None]) -> bool:
         raise BadInput(HOSTS_NEED_POSTGRES)
 
-    def fence(self) -> None:
+    def fence(self, max_age: float | None = None) -> None:
         pass  # one machine: nothing to fence off
 
     def read_paged(self, team: str) -> Json | None:

@@ -64,6 +64,8 @@ class Db:
         self.fence: tuple[str, int] | None = None
         #: set once a fenced unit was refused: from then on no unit is even begun
         self.fenced_out = False
+        #: time.monotonic() of the last `fence()` made here (-inf: none yet)
+        self.fenced_at = float("-inf")
         self._local = _Thread()
         self._checked = False
         #: what a crash point names as the file of a commit: the database (no password)

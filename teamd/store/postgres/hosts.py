@@ -16,6 +16,7 @@ records (`teamd.hosts.leader_of`).
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -208,12 +209,17 @@ class Hosts(Base):
         if handle is not None:
             self.leave_host(handle)
 
-    def fence(self) -> None:
+    def fence(self, max_age: float | None = None) -> None:
         """A fenced unit and nothing else: raises LeaseLost when this process's host lost
-        its lease (made before every model call and tool run of a member)."""
-        if self.db.fence is not None:
-            with self.db.unit():
-                pass  # the unit's first statement is the fence
+        its lease (made before every model call and tool run of a member). With
+        `max_age`, only when the last one this process made is older than that."""
+        if self.db.fence is None:
+            return
+        if max_age is not None and time.monotonic() - self.db.fenced_at < max_age:
+            return
+        with self.db.unit():
+            pass  # the unit's first statement is the fence
+        self.db.fenced_at = time.monotonic()
 
 
 __all__ = ["HostClaim", "Hosts", "StoreUnreachable"]

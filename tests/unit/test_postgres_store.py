@@ -20,6 +20,7 @@ from teamd.errors import BadInput
 from teamd.store.changes import Change, Kind
 from teamd.store.errors import StoreUnreachable
 from teamd.store.postgres import PostgresStore, install_schema, schema
+from teamd.store.postgres.connect import TCP_SETTINGS
 from tests.postgres import Cluster, database_name
 from tests.store.forked import ctx
 
@@ -106,6 +107,17 @@ def test_an_unreachable_server_is_exit_1(tmp_path: Path, hermetic: Path) -> None
     assert caught.value.exit_code == 1
     done = teamctl(hermetic, url, "status")
     assert done.returncode == 1 and "cannot reach the store" in done.stderr, done
+
+
+def test_a_connection_notices_a_silent_link_in_seconds_unless_its_url_says(
+        pg_url: str, hermetic: Path) -> None:
+    """TCP keepalives and a user timeout on every connection (libpq's settings; a dropped
+    link then fails a call in seconds, not the kernel's minutes), and a URL's own kept."""
+    made = store_at(pg_url, hermetic).db.conn().info.get_parameters()
+    assert {k: made.get(k) for k in TCP_SETTINGS} == {
+        k: str(v) for k, v in TCP_SETTINGS.items()}
+    own = store_at(pg_url + "&keepalives_idle=42", hermetic).db.conn().info.get_parameters()
+    assert own["keepalives_idle"] == "42" and own["tcp_user_timeout"] == "10000"
 
 
 def _deliver(url: str, root: Path) -> None:

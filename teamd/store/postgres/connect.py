@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 import psycopg
+from psycopg.conninfo import conninfo_to_dict
 
 from teamd.errors import BadInput, TeamdError
 from teamd.hostname import here
@@ -25,6 +26,13 @@ CONNECT_TIMEOUT = 10
 #: another in milliseconds, and a frozen host must not hold its team's locks until it
 #: wakes (CONTRACT §15)
 UNIT_IDLE_LIMIT = 5
+
+#: TCP settings of every connection, unless its URL sets them: a link that drops without
+#: a reset (a cable pulled, a partition) fails a call in seconds instead of the kernel's
+#: minutes, so a host blocked on the store notices it lost its lease and kills its members
+#: (CONTRACT §15) well within `host_timeout`. libpq ignores them on a Unix socket.
+TCP_SETTINGS = {"keepalives": 1, "keepalives_idle": 5, "keepalives_interval": 2,
+                "keepalives_count": 3, "tcp_user_timeout": 10_000}
 
 #: words of libpq's messages that mean the URL itself cannot work
 _USER_MISTAKES = ("password authentication failed", "no password supplied",
@@ -72,9 +80,11 @@ def connect(url: str) -> Any:
     """A new autocommit connection to the store at `url` (a unit of work opens its own
     transaction: `teamd.store.postgres.db`)."""
     try:
+        given = conninfo_to_dict(url)
+        tcp = {k: v for k, v in TCP_SETTINGS.items() if k not in given}
         return psycopg.connect(url, autocommit=True, connect_timeout=CONNECT_TIMEOUT,
                                application_name=application_name(here()),
                                options=f"-c idle_in_transaction_session_timeout="
-                               f"{UNIT_IDLE_LIMIT * 1000}")
+                               f"{UNIT_IDLE_LIMIT * 1000}", **tcp)
     except psycopg.Error as exc:
         raise explain(exc, url) from None

@@ -175,7 +175,8 @@ def assert_tasks_once(ws: Workspace, team: str = TEAM, *, all_done: bool = True)
         elif e["event"] == "task_completed":
             completed[tid] = completed.get(tid, 0) + 1
     twice = {tid: n for tid, n in completed.items() if n > 1}
-    assert not twice, f"completed more than once: {twice}"
+    assert not twice, f"completed more than once: {twice}: " + "; ".join(
+        str(e) for e in journal(ws, team) if e.get("task_id") in twice)
     tasks = board.list_tasks(ws, team)
     assert set(completed) <= {t["id"] for t in tasks if t["status"] == "completed"}
     if all_done:

@@ -81,7 +81,7 @@ def connect(url: str) -> Any:
     transaction: `teamd.store.postgres.db`)."""
     try:
         given = conninfo_to_dict(url)
-        tcp = {k: v for k, v in TCP_SETTINGS.items() if k not in given}
+        tcp: dict[str, Any] = {k: v for k, v in TCP_SETTINGS.items() if k not in given}
         return psycopg.connect(url, autocommit=True, connect_timeout=CONNECT_TIMEOUT,
                                application_name=application_name(here()),
                                options=f"-c idle_in_transaction_session_timeout="

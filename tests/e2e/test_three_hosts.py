@@ -259,11 +259,15 @@ def test_three_hosts_through_a_kill_a_freeze_and_a_cut(
                 wait_until_none(lambda: unsettled(ws), T, "every message and task done",
                                 "not done")
             except AssertionError:
-                for owner in {t["owner"] for t in board.list_tasks(ws, TEAM)
-                              if t["status"] != "completed"}:
-                    print(f"--- {owner}:", [(r["peer"], r["rule"], r["last_user_text"][:120])
-                                             for r in server.requests if r["agent"] == owner])
-                    print(ws.store.read_session(TEAM, str(owner))[-6:])
+                stuck = {t["owner"] for t in board.list_tasks(ws, TEAM)
+                         if t["status"] != "completed"} | {
+                    line.split()[0] for line in unsettled(ws) if not line.startswith("task ")}
+                for who in sorted(str(s) for s in stuck):
+                    print(f"--- {who}:", [(r["peer"], round(r["received_at"], 3), r["rule"],
+                                           r["last_user_text"][:120])
+                                          for r in server.requests if r["agent"] == who])
+                    print(ws.store.read_session(TEAM, who)[-6:])
+                    print(roster.get(roster.load(ws, TEAM), who))
                 raise
         finally:
             for daemon in daemons.values():

@@ -7,6 +7,7 @@ it lost changes). The promises every store keeps are the contract suite's (tests
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -21,6 +22,7 @@ from teamd.store.changes import Change, Kind
 from teamd.store.errors import StoreUnreachable
 from teamd.store.postgres import PostgresStore, install_schema, schema
 from teamd.store.postgres.connect import TCP_SETTINGS
+from tests.harness import wait_until
 from tests.postgres import Cluster, database_name
 from tests.store.forked import ctx
 
@@ -167,6 +169,36 @@ def test_a_feed_whose_connection_is_cut_says_so_and_listens_again(
         while Change(Kind.INBOX, "t", "ann") not in seen and feed.wait(10):
             seen += feed.drain()[0]
         assert Change(Kind.INBOX, "t", "ann") in seen
+
+
+def _cut_own_connection(store: PostgresStore, pg_cluster: Cluster) -> None:
+    """End, from the server's side, the connection this thread's unit runs on (as a
+    takeover's `pg_terminate_backend` or a dropped link does), and wait until it is gone."""
+    pid = store.db.one("SELECT pg_backend_pid()")
+    pg_cluster.sql(f"SELECT pg_terminate_backend({int(pid)})")
+    wait_until(lambda: not pg_cluster.sql(
+        f"SELECT 1 FROM pg_stat_activity WHERE pid = {int(pid)}"), 10, "the backend gone")
+
+
+def test_a_unit_whose_connection_is_cut_is_undone_whole(
+        pg_url: str, pg_cluster: Cluster, hermetic: Path) -> None:
+    """A unit is one transaction even when its connection is cut under it and the failed
+    statement is let go (a look that may fail, as a tool's may): no later statement of
+    the unit runs on a new connection, where it would commit alone, without the unit's
+    locks and fence, while the rest rolls back (a message taken from an inbox without
+    its session records: lost)."""
+    store = store_at(pg_url, hermetic)
+    assert store.create_team("t", roster.new_roster("t", ""), SPEND)
+    line = [{"ts": 1.0, "event": "task_completed", "task_id": 1}]
+    with pytest.raises(StoreUnreachable), store.board_unit("t"):
+        task_id = store.next_task_id("t")
+        _cut_own_connection(store, pg_cluster)
+        with contextlib.suppress(StoreUnreachable):
+            store.read_task("t", 99)  # fails, and is let go
+        store.write_task("t", {"id": task_id, "subject": "s", "status": "completed"})
+        store.emit("t", line, max_bytes=1 << 20, keep=1)  # appended at the commit
+    assert store.task_ids("t") == [] and store.read_journal("t") == []
+    assert store.top_task_id("t") == 0
 
 
 def _nest(url: str, root: Path, roster_first: bool, rounds: int, go: object) -> int:

@@ -48,6 +48,9 @@ APPEND_ORDER = ("inbox", "session", "journal")
 class _Thread(threading.local):
     pid = 0
     conn: Any = None
+    #: the connection this thread's open transaction runs on, from its BEGIN to its COMMIT
+    #: or ROLLBACK (None: no transaction open)
+    tx: Any = None
     depth = 0
     changes: dict[tuple[str, str, str | None], None]
     appends: dict[str, list[Callable[[], None]]]
@@ -74,10 +77,16 @@ class Db:
 
     # -- connections -----------------------------------------------------------------
     def conn(self) -> Any:
-        """This thread's connection (a new one after a fork, or after one was lost)."""
+        """This thread's connection (a new one after a fork, or after one was lost). While a
+        transaction is open it is always the transaction's, even lost: a statement of a unit
+        run on a new connection would commit on its own, without the unit's locks and fence,
+        while the rest of the unit rolls back — so every statement after the loss fails
+        instead, and the unit is undone whole."""
         local = self._local
         if local.pid != os.getpid():  # forked: the parent's connection is left alone
-            local.conn, local.depth = None, 0
+            local.conn, local.depth, local.tx = None, 0, None
+        if local.tx is not None:
+            return local.tx
         if local.conn is None or local.conn.closed:
             conn = connect(self.url)
             if not self._checked:
@@ -123,6 +132,7 @@ class Db:
                 query = "; ".join(statements).encode()
                 if outer:
                     conn, cur = self._again(conn, query)
+                    local.tx = conn  # begun: every statement until its end runs here
                 else:
                     cur = self._run(conn, query, prepare=False)
                 if first is not None:
@@ -134,6 +144,7 @@ class Db:
             local.depth -= 1
             if outer:  # on the connection in use now: `_again` may have opened a new one
                 self._rollback(local.conn if local.conn is not None else conn)
+                local.tx = None
             raise
         local.depth -= 1
         if outer:
@@ -142,6 +153,8 @@ class Db:
             except BaseException:
                 self._rollback(conn)
                 raise
+            finally:
+                local.tx = None
 
     def _run(self, conn: Any, query: Any, args: Sequence[Any] | None = None,
              prepare: bool | None = None) -> Any:
@@ -223,7 +236,7 @@ class Db:
     def execute(self, sql: str, args: Sequence[Any] | None = None) -> Any:
         """One statement in this thread's transaction, or on its own when none is open
         (then, on a connection lost since its last use, once more on a new one)."""
-        if self.in_unit:
+        if self.in_unit or self._local.tx is not None:  # (the commit's appends: depth 0)
             return self._run(self.conn(), sql, args)
         conn = self.conn()
         try:

@@ -150,6 +150,8 @@ def take_over(ws: Workspace, dead: Json, teams: Callable[[], Iterable[tuple[str,
     taken = ws.store.take_over_host(name, int(dead["lease"]), timeout, move)
     if taken:
         hosts[name] = after[name]
-        log.warning("host %s: dead (no heartbeat for %.1f s); its lease is fenced off and its "
-                    "members placed again", name, float(dead.get("age", 0)))
+        why = ("left" if dead.get("left_at") is not None
+               else f"dead (no heartbeat for {float(dead.get('age', 0)):.1f} s)")
+        log.warning("host %s: %s; its lease is fenced off and its members placed again",
+                    name, why)
     return taken

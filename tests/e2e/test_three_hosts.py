@@ -64,26 +64,44 @@ SETTINGS = {**HOSTS, "idle_timeout": 3600}
 T = 600.0 if FULL else 180.0
 
 NAMES = [f"m{i:02d}" for i in range(SIZE.members)]
+PING = r"(?P<tok>MSG\d{5}x[0-9a-f]{6}) ping"
+
+
+def both(*patterns: str) -> str:
+    """A regex matching when every pattern is found, in any order (a turn's input is a
+    tool's result and the messages taken in with it)."""
+    return "".join(f"(?=[\\s\\S]*?{p})" for p in patterns)
+
+
+def mine(name: str) -> str:
+    return rf"#(?P<tid>\d+) \[in_progress\] owner={name}\b"
+
+
+ECHO = tool_use("bash", command="echo {tok} >> ran.txt")
+LOOK = tool_use("TaskList")
+FINISH = tool_use("TaskUpdate", task_id="{int:tid}", status="completed")
+#: what the scripted model does, first rule that matches: a turn bringing two things (a
+#: message with a task, a result, or a call cut short) is answered for both, as a model
+#: would — one answered for the first thing alone would leave the other undone
 RULES = [
-    # a task and a message in one turn: both done
-    {"name": "task+ping",
-     "regex": r"<auto-claimed>Task #(?P<tid>\d+)[\s\S]*?(?P<tok>MSG\d{5}x[0-9a-f]{6}) ping",
-     "reply": {"content": [tool_use("TaskUpdate", task_id="{int:tid}", status="completed"),
-                           tool_use("bash", command="echo {tok} >> ran.txt")]}},
-    {"name": "ping", "regex": r"(?P<tok>MSG\d{5}x[0-9a-f]{6}) ping",
-     "reply": {"content": [tool_use("bash", command="echo {tok} >> ran.txt")]}},
+    {"name": "task+ping", "regex": r"<auto-claimed>Task #(?P<tid>\d+)[\s\S]*?" + PING,
+     "reply": {"content": [FINISH, ECHO]}},
+    # the board looked at after a cut (below), with a message taken in beside the result
+    *({"name": f"resume+ping-{name}", "agent": name, "tool_result": "TaskList",
+       "regex": both(mine(name), PING), "reply": {"content": [FINISH, ECHO]}}
+      for name in NAMES),
+    # a call cut short by a kill or a takeover, or a tool whose store connection was cut
+    # under it: the model looks at the board and finishes its own task, if it has one
+    *({"name": f"{why}+ping", "contains": text, "regex": PING,
+       "reply": {"content": [LOOK, ECHO]}}
+      for why, text in (("look", INTERRUPTED), ("look-again", "cannot reach the store"))),
+    {"name": "ping", "regex": PING, "reply": {"content": [ECHO]}},
     {"name": "task", "regex": r"<auto-claimed>Task #(?P<tid>\d+)",
-     "reply": {"content": [tool_use("TaskUpdate", task_id="{int:tid}", status="completed")]}},
-    # a call cut short by a kill or a takeover: the model looks at the board and finishes
-    # its own task, if it has one (the soak test's way)
-    {"name": "look", "contains": INTERRUPTED, "reply": {"content": [tool_use("TaskList")]}},
-    # a tool whose store connection was cut under it fails: the model looks again too
-    {"name": "look-again", "contains": "cannot reach the store",
-     "reply": {"content": [tool_use("TaskList")]}},
+     "reply": {"content": [FINISH]}},
+    {"name": "look", "contains": INTERRUPTED, "reply": {"content": [LOOK]}},
+    {"name": "look-again", "contains": "cannot reach the store", "reply": {"content": [LOOK]}},
     *({"name": f"resume-{name}", "agent": name, "tool_result": "TaskList",
-       "regex": rf"#(?P<tid>\d+) \[in_progress\] owner={name}\b",
-       "reply": {"content": [tool_use("TaskUpdate", task_id="{int:tid}",
-                                      status="completed")]}} for name in NAMES),
+       "regex": mine(name), "reply": {"content": [FINISH]}} for name in NAMES),
 ]
 
 

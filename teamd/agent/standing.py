@@ -7,18 +7,25 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from teamd import board, budget, prices, roster, states
 from teamd.errors import BadInput, TeamdError
 from teamd.files import Json
 from teamd.states import Status, Writer
+from teamd.store.errors import StoreUnreachable
 
 if TYPE_CHECKING:
     from teamd.agent.member import Member
 
 log = logging.getLogger(__name__)
+
+#: a write the store could not take (its connection cut: the write undone whole) is tried
+#: again after these waits, doubling; given up (the error raised: the process ends and is
+#: restarted) after STORE_GIVE_UP seconds
+STORE_RETRY_FIRST, STORE_RETRY_MAX, STORE_GIVE_UP = 0.2, 5.0, 60.0
 
 
 class Standing:
@@ -117,12 +124,19 @@ class Standing:
                     total["cost_usd"] = prices.add(total.get("cost_usd"), cost_add)
             entry["current_task"] = current
 
-        try:
+        def write() -> None:
+            nonlocal charged
+            charged = False  # a try the store undid charged nothing
             roster.update_status(m.ws, m.team, m.name, change)
+
+        try:
+            self._write(write)
             if cost_add and not charged:  # removed from the roster meanwhile: still spent
-                budget.charge(m.ws, m.team, cost_add)
+                self._write(lambda: budget.charge(m.ws, m.team, cost_add))
         except BadInput:
             raise  # the team is gone: nothing to work for
+        except StoreUnreachable:
+            raise  # given up (`_write`): the process ends, and its restart writes anew
         except TeamdError as exc:
             # config.json does not parse (a hand edit): it is not ours to repair, and the
             # work goes on; the status is written again once the file reads
@@ -131,3 +145,21 @@ class Standing:
         self.error_of_last_run = False
         if "status" in changes:
             self.status = changes["status"]
+
+    @staticmethod
+    def _write(write: Callable[[], object]) -> None:
+        """`write`, again while the store cannot be reached (a connection cut under it
+        undoes it whole), for up to STORE_GIVE_UP seconds: a status, a usage or a cost left
+        unwritten would stay wrong until the next change — an `active` member that sits
+        idle, a call never charged to the budget."""
+        delay, deadline = STORE_RETRY_FIRST, time.monotonic() + STORE_GIVE_UP
+        while True:
+            try:
+                write()
+                return
+            except StoreUnreachable as exc:
+                if time.monotonic() + delay > deadline:
+                    raise
+                log.warning("%s; trying again in %g s", exc, delay)
+                time.sleep(delay)
+                delay = min(STORE_RETRY_MAX, delay * 2)

@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 
 from teamd import budget, roster
@@ -22,6 +23,7 @@ from teamd.store.changes import Change, Kind
 from teamd.store.errors import StoreUnreachable
 from teamd.store.postgres import PostgresStore, install_schema, schema
 from teamd.store.postgres.connect import TCP_SETTINGS
+from teamd.store.postgres.db import lost
 from tests.harness import wait_until
 from tests.postgres import Cluster, database_name
 from tests.store.forked import ctx
@@ -199,6 +201,25 @@ def test_a_unit_whose_connection_is_cut_is_undone_whole(
         store.emit("t", line, max_bytes=1 << 20, keep=1)  # appended at the commit
     assert store.task_ids("t") == [] and store.read_journal("t") == []
     assert store.top_task_id("t") == 0
+
+
+def test_a_connection_the_server_ended_mid_pipeline_counts_as_lost(
+        pg_url: str, hermetic: Path) -> None:
+    """Ended by the server in the middle of a commit's pipeline, a connection may not look
+    broken yet, and psycopg raises "cannot exit pipeline mode while busy" with the
+    server's AdminShutdown as its context (seen in the three-host test, where a member's
+    tool then failed with a raw OperationalError instead of "cannot reach the store"):
+    that is the connection lost too — closed, so it is never used again."""
+    store = store_at(pg_url, hermetic)
+    conn = store.db.conn()
+    busy = psycopg.OperationalError("cannot exit pipeline mode while busy")
+    busy.__context__ = psycopg.errors.AdminShutdown(
+        "terminating connection due to administrator command")
+    assert not conn.broken and lost(busy, conn) and conn.closed
+    assert store.team_names() == []  # the next unit opens a new one
+    other = store.db.conn()
+    assert not lost(psycopg.OperationalError("a statement's own trouble"), other)
+    assert not other.closed
 
 
 def _nest(url: str, root: Path, roster_first: bool, rounds: int, go: object) -> int:

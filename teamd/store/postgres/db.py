@@ -45,6 +45,24 @@ CHANNEL = "teamd"
 APPEND_ORDER = ("inbox", "session", "journal")
 
 
+#: SQLSTATE classes of a connection that is gone: 08 (connection exception), 57P (the
+#: server ended it: `pg_terminate_backend`, a shutdown, a crash)
+LOST_STATES = ("08", "57P")
+
+
+def lost(exc: BaseException, conn: Any) -> bool:
+    """Is `exc` (raised by a statement on `conn`) the connection being gone? Then `conn` is
+    closed, so nothing is sent on it again and the next unit opens a new one. A connection
+    ended by the server in the middle of a pipeline may not look broken yet, and psycopg
+    then raises "cannot exit pipeline mode while busy", the server's error its context:
+    both are looked at."""
+    states = [getattr(e, "sqlstate", None) or "" for e in (exc, exc.__context__)]
+    gone = conn.broken or conn.closed or any(s.startswith(LOST_STATES) for s in states)
+    if gone and not conn.closed:
+        conn.close()
+    return bool(gone)
+
+
 class _Thread(threading.local):
     pid = 0
     conn: Any = None
@@ -161,7 +179,7 @@ class Db:
         try:
             return conn.execute(query, args, prepare=prepare)
         except psycopg.OperationalError as exc:
-            if conn.broken or conn.closed:  # the server went away: one line, exit 1
+            if lost(exc, conn):  # the server went away: one line, exit 1
                 raise explain(exc, self.url) from None
             raise
         except psycopg.Error as exc:
@@ -217,7 +235,7 @@ class Db:
                     crashpoints.before("commit", self.crash_path)
                 self._run(conn, "COMMIT")
         except psycopg.OperationalError as exc:  # raised at the pipeline's sync
-            if conn.broken or conn.closed:
+            if lost(exc, conn):
                 raise explain(exc, self.url) from None
             raise
         if local.wrote:

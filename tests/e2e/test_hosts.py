@@ -197,6 +197,7 @@ def test_a_member_runs_only_where_its_cwd_exists(hosts_of: Any, ws: Workspace,
     assert len(events_of(ws, "a", "spawned", team=TEAM)) == 1  # started once: on h1
     assert host_record(ws, "h0")["cwd_missing"] == [str(only_h1)]
     assert host_record(ws, "h1")["cwd_missing"] == []
+    assert f"h0 has no {only_h1} (a member working there" in cli(ws, "hosts").stdout
     # pinned to h0: it waits there, never moved to h1, which has its directory
     told = ("pending", "h0", f"cwd {only_h1} missing on host h0")
     wait_until(lambda: (member(ws, TEAM, "p")["status"], member(ws, TEAM, "p")["host"],

@@ -114,7 +114,7 @@ class Hosting(Wakeups):
         handed back: `pending`, `last_error` saying why, its `host` cleared for the leader
         (kept when it is pinned here: it waits for the directory)."""
         cwd = member.get("cwd")
-        if self.host is None or not cwd or os.path.isdir(cwd):
+        if self.host is None or not cwd or workdirs.exists_here(cwd):
             return False
         host = self.host.name
         if not self.host.lacks(cwd, len(self.processes)):

@@ -13,7 +13,6 @@ does.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -32,6 +31,11 @@ def missing_on(host: str, cwd: str) -> str:
 
 def nowhere(cwd: str) -> str:
     return f"no alive host has its cwd {cwd}"
+
+
+def exists_here(cwd: str) -> bool:
+    """Is `cwd` a directory on this machine?"""
+    return Path(cwd).is_dir()
 
 
 def lacks(host: Mapping[str, Any], cwd: str | None) -> bool:
@@ -70,5 +74,5 @@ class Missing:
 
     def listed(self) -> list[str]:
         """What the record says now: the noted directories that still do not exist."""
-        self.paths = {p for p in self.paths if not os.path.isdir(p)}
+        self.paths = {p for p in self.paths if not exists_here(p)}
         return sorted(self.paths)

@@ -138,7 +138,8 @@ def spawn(
     plan_mode: Annotated[bool, typer.Option(
         "--plan-mode", help="Read-only until the lead approves a plan.")] = False,
     cwd: Annotated[str | None, typer.Option(
-        help="Working directory its tools are confined to (default: the root).")] = None,
+        help="Working directory its tools are confined to (default: the root); with hosts, "
+        "it runs only on a host that has it.")] = None,
     lead: Annotated[bool, typer.Option("--lead", help="An LLM lead (NAME must be lead).")
                     ] = False,
     worktree: Annotated[bool | None, typer.Option(

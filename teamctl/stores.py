@@ -129,14 +129,17 @@ def _report(done: list[Json], as_json: bool, *, many: bool) -> None:
 def hosts(as_json: JsonOpt = False) -> None:
     """The hosts sharing this root's PostgreSQL store: alive or dead (a heartbeat younger
     than host_timeout), members placed on each, their room (max_members) and the leader's
-    view of their lease. Dead hosts are listed too.
+    view of their lease. Dead hosts are listed too. Under the table, the members' working
+    directories a host does not have (no member working in one is placed there).
 
     \b
     Example:
       teamctl --store postgresql://teamd@db/teamd hosts
       teamctl hosts --json | jq -r '.[] | select(.alive | not) | .name'
+      teamctl hosts --json | jq -r '.[] | select(.cwd_missing != []) | .name'
     """
     from teamd.actions.hosting import host_list
+    from teamd.workdirs import KEY
 
     found = host_list(ws())
     if as_json:
@@ -151,3 +154,7 @@ def hosts(as_json: JsonOpt = False) -> None:
             for h in found]
     print(output.table(("HOST", "STATE", "MEMBERS", "MAX", "LOAD", "HEARTBEAT", "PID",
                         "LEASE"), rows))
+    for h in found:
+        if h[KEY]:
+            print(f"{h['name']} has no {', '.join(map(output.safe, h[KEY]))} (a member "
+                  "working there is not placed on it)")

@@ -5,9 +5,11 @@ Only a store many machines share has hosts (`Store.supports_hosts`); without the
 is None and every member is this supervisor's. With them, `teamd run` runs only the
 members placed on its host, counts a member of another host as live while that host is
 alive, and leaves placing members, handing out tasks and paging the person to the
-leader. A lost lease (taken over, or no heartbeat in time) ends every member process at
-once with SIGKILL, writes nothing for them, and joins again with a new lease as soon as
-the database answers. `Supervisor` is a `Hosting`.
+leader. A member placed here whose `cwd` this host does not have is never forked: the
+host's record says so, and the member goes back to the leader (`teamd.workdirs`). A lost
+lease (taken over, or no heartbeat in time) ends every member process at once with
+SIGKILL, writes nothing for them, and joins again with a new lease as soon as the
+database answers. `Supervisor` is a `Hosting`.
 """
 
 from __future__ import annotations
@@ -19,32 +21,26 @@ from typing import Any
 
 import psutil
 
-from teamd import placement, roster_cache
+from teamd import placement, roster_cache, workdirs
 from teamd.errors import BadInput
 from teamd.files import Json
 from teamd.hosts import Host, is_mine
-from teamd.layout import Workspace
-from teamd.processes import Ladder, MemberProcess, find_strays
-from teamd.settings import Settings
+from teamd.processes import find_strays
+from teamd.states import Desired, Status
 from teamd.store.errors import LeaseLost, StoreUnreachable
+from teamd.wakeups import Wakeups
 
 log = logging.getLogger(__name__)
 
 
-class Hosting:
+class Hosting(Wakeups):
     """This supervisor's host, if its store has hosts; the leader's round."""
 
-    # set by Supervisor
-    ws: Workspace
-    conf: Settings
-    processes: dict[int, MemberProcess]
-    ladder: Ladder
+    # set by Supervisor (and those of `Wakeups`; its `host` None: the store has no hosts)
     rosters: dict[str, Json]
-    views: dict[str, roster_cache.Cached]
     stopping: bool
     _lock: Any
 
-    host: Host | None  # None: the store has no hosts
     #: host name → its record (`alive`, `held`…), as the last round read them
     hosts_seen: dict[str, Json]
 
@@ -111,6 +107,34 @@ class Hosting:
         hosts = self.read_hosts() if fresh else self.hosts_seen
         load = placement.counts(self.rosters.values())
         return placement.place(self.ws, team, config, hosts, load) > 0
+
+    def lacks_cwd(self, team: str, member: Json) -> bool:
+        """Is `member`, to be forked here, without its `cwd` on this host? Then this host's
+        record says so first (so the leader never places it here again), and the member is
+        handed back: `pending`, `last_error` saying why, its `host` cleared for the leader
+        (kept when it is pinned here: it waits for the directory)."""
+        cwd = member.get("cwd")
+        if self.host is None or not cwd or workdirs.exists_here(cwd):
+            return False
+        host = self.host.name
+        if not self.host.lacks(cwd, len(self.processes)):
+            return True  # the record could not say so yet: the next reconcile tries again
+        why = workdirs.missing_on(host, cwd)
+
+        def hand_back(m: Json, _config: Json) -> bool:
+            pinned = m.get("pinned_host") == host
+            if m.get("host") != host or m.get("desired") != Desired.RUNNING or (
+                    pinned and m["status"] == Status.PENDING and m.get("last_error") == why):
+                return False  # moved or stopped meanwhile, or told already
+            placement.no_process(m)
+            m.update(last_error=why, host=host if pinned else None)
+            return True
+
+        if self.update_member(team, member["name"], hand_back):
+            log.warning("%s/%s: %s; %s", team, member["name"], why,
+                        "it waits for it here (pinned)" if member.get("pinned_host") == host
+                        else "handed back to the leader")
+        return True
 
     def lose_lease(self, exc: LeaseLost, rejoin: bool = True) -> None:
         """Our lease is gone: another host may be starting our members. End every member

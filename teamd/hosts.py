@@ -7,8 +7,9 @@ the heartbeat cannot be made — the database unreachable, the connection cut �
 gives the lease up itself once `LEASE_SHARE` of `host_timeout` has passed since the last
 one that was: before any leader may take it over (`host_timeout` by the database's
 clock), so a host that cannot reach the database has already killed its members when
-another host starts them. Who leads is `leader_of`; what the leader does (placing
-members, taking over dead hosts) is `teamd.placement`'s.
+another host starts them. The heartbeat also says which members' directories this host
+does not have (`teamd.workdirs`). Who leads is `leader_of`; what the leader does
+(placing members, taking over dead hosts) is `teamd.placement`'s.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from teamd import hostname
+from teamd import hostname, workdirs
 from teamd.files import Json
 from teamd.layout import Workspace
 from teamd.settings import Settings
@@ -45,6 +46,7 @@ class Host:
         self.next_beat = 0.0  # time.time() of the next heartbeat
         self.unreachable = ""  # why the last heartbeat failed ("" when it was made)
         self.lost = False  # the lease is gone: nothing runs here until it joins again
+        self.missing = workdirs.Missing()  # members' cwds this host does not have
 
     def due(self, now: float) -> bool:
         return now >= self.next_beat
@@ -56,7 +58,8 @@ class Host:
         self.next_beat = now + self.conf.host_heartbeat
         try:
             self.ws.store.beat_host(self.claim, {"members": members,
-                                                 "max_members": self.conf.max_members})
+                                                 "max_members": self.conf.max_members,
+                                                 workdirs.KEY: self.missing.listed()})
         except StoreUnreachable as exc:
             silent = time.monotonic() - self.renewed
             if not self.unreachable:
@@ -71,6 +74,13 @@ class Host:
             log.info("host %s: heartbeat made again", self.name)
         self.unreachable = ""
         self.renewed = time.monotonic()
+
+    def lacks(self, cwd: str, members: int) -> bool:
+        """Note that `cwd` is missing here; True once this host's record says so (a
+        heartbeat made at once when it is news; False when it could not be made)."""
+        if self.missing.add(cwd):
+            self.beat(time.time(), members)
+        return not self.unreachable
 
     def leads(self, hosts: Mapping[str, Json]) -> bool:
         return not self.lost and leader_of(hosts) == self.name
@@ -89,7 +99,7 @@ def leader_of(hosts: Mapping[str, Json]) -> str | None:
 def here_record(conf: Settings) -> Json:
     """What a host's record says of it besides its supervisor's record (CONTRACT §15)."""
     return {"host": hostname.here(), "max_members": conf.max_members, "labels": {},
-            "members": 0}
+            "members": 0, workdirs.KEY: []}
 
 
 def is_mine(member: Mapping[str, Any], host: str | None) -> bool:

@@ -3,11 +3,13 @@ over a dead host's members.
 
 A member with no host, or whose host was taken over, goes to the alive host with the most
 room (`max_members` minus its members; 0 = no limit), ties to the fewest members, then by
-name. A pinned member (`pinned_host`: `spawn --host`, a worktree or claude-code member)
-goes only to its pin; while that host is dead it waits, `pending`, saying so in
-`last_error`. A member that moves keeps its tasks and its session: its new host resumes
-it. A takeover fences the dead host off and moves its members in one transaction
-(`Store.take_over_host`): no member is ever live on two hosts.
+name — never to a host whose record lists the member's `cwd` as missing there
+(`teamd.workdirs`); with no alive host that has it, it waits, `pending`. A pinned member
+(`pinned_host`: `spawn --host`, a worktree or claude-code member) goes only to its pin;
+while that host is dead it waits, `pending`, saying so in `last_error`. A member that
+moves keeps its tasks and its session: its new host resumes it. A takeover fences the
+dead host off and moves its members in one transaction (`Store.take_over_host`): no
+member is ever live on two hosts.
 """
 
 from __future__ import annotations
@@ -15,9 +17,10 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Callable, Iterable, Mapping
+from functools import partial
 from typing import Any
 
-from teamd import hostname, roster
+from teamd import hostname, roster, workdirs
 from teamd.errors import BadInput
 from teamd.files import Json
 from teamd.layout import Workspace
@@ -64,12 +67,12 @@ def counts(rosters: Iterable[Json]) -> dict[str, int]:
     return out
 
 
-def choose(hosts: Iterable[Json], load: Mapping[str, int]) -> str | None:
-    """The alive host with the most room (ties: fewest members, then name); None when no
-    alive host has room."""
+def choose(hosts: Iterable[Json], load: Mapping[str, int], cwd: str | None = None) -> str | None:
+    """The alive host with the most room (ties: fewest members, then name) that does not
+    list `cwd` as missing; None when no such host has room."""
     best: tuple[float, int, str] | None = None
     for h in hosts:
-        if not h.get("alive"):
+        if not h.get("alive") or workdirs.lacks(h, cwd):
             continue
         name, cap = str(h["name"]), int(h.get("max_members") or 0)
         have = load.get(name, 0)
@@ -108,9 +111,12 @@ def place(ws: Workspace, team: str, config: Json, hosts: Mapping[str, Json],
         if not needs_host(m, hosts):
             continue
         pin = m.get("pinned_host")
-        target = pin or choose(hosts.values(), load)
-        if target is None:
-            continue  # no alive host has room: placed when one has
+        target = pin or choose(hosts.values(), load, m.get("cwd"))
+        if target is None:  # placed when an alive host has room (and its cwd)
+            if choose(hosts.values(), load) is not None:  # room, but not its cwd
+                moved += bool(roster.update_member(ws, team, m["name"], partial(
+                    unplaced, hosts=hosts, why=workdirs.nowhere(m["cwd"]))))
+            continue
 
         def change(member: Json, _config: Json, target: str = target) -> bool:
             if not needs_host(member, hosts):
@@ -120,8 +126,7 @@ def place(ws: Workspace, team: str, config: Json, hosts: Mapping[str, Json],
             alive = hosts.get(target, {}).get("alive", False)
             if member["status"] in WAS_RUNNING or (not alive and member["desired"] == \
                     Desired.RUNNING):  # its process was another host's, now fenced off
-                member.update(pid=None, pid_create_time=None)
-                transition(member, Status.PENDING, Writer.TEAMD)
+                no_process(member)
             member["last_error"] = None if alive else waiting_for(target)
             if was and was != target:
                 log.info("%s/%s: moved from host %s to %s", team, member["name"], was, target)
@@ -132,6 +137,26 @@ def place(ws: Workspace, team: str, config: Json, hosts: Mapping[str, Json],
             if m.get("desired") == Desired.RUNNING:
                 load[target] = load.get(target, 0) + 1
     return moved
+
+
+def no_process(member: Json) -> None:
+    """`member` has no process (any it had was another host's, or is not to be forked):
+    no pid, `pending`."""
+    member.update(pid=None, pid_create_time=None)
+    transition(member, Status.PENDING, Writer.TEAMD)
+
+
+def unplaced(member: Json, _config: Json, *, hosts: Mapping[str, Json], why: str) -> bool:
+    """The change for a member no alive host can take (`why`): no host, and `pending` if
+    its process ran on the host it leaves. False when placed meanwhile, or already told."""
+    if not needs_host(member, hosts):
+        return False
+    if member["status"] in WAS_RUNNING:
+        no_process(member)
+    elif member.get("last_error") == why and member.get("host") is None:
+        return False
+    member.update(host=None, last_error=why)
+    return True
 
 
 def take_over(ws: Workspace, dead: Json, teams: Callable[[], Iterable[tuple[str, Json]]],

@@ -322,6 +322,8 @@ class Supervisor(Exits, Hosting):
         """Do `action` for a member with no process: fork one, wait, or mark it."""
         match action.verb:
             case Verb.SPAWN:
+                if self.lacks_cwd(team, member):
+                    return  # not forked here: handed back to the leader (CONTRACT §15)
                 if action.reset:
                     self.crashes.pop((team, member["name"]), None)  # a restart: count afresh
                 self.spawn_process(team, member["name"], reset=action.reset)

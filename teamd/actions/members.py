@@ -22,6 +22,7 @@ from teamd import (
     roster,
     runtimes,
     settings,
+    workdirs,
     worktrees,
 )
 from teamd.actions import on_behalf
@@ -68,10 +69,6 @@ def spawn(ws: Workspace, team: str, name: str, prompt: str, *, role: str = "",
     conf = settings.load_or_keep(ws, settings.Settings())
     runtime = runtimes.choose(runtime, config.get("runtime"), conf)
     runtimes.check_spawn(runtime, conf)
-    workdir = Path(cwd).expanduser() if cwd else Path(config["repo"]) if lead and config.get(
-        "repo") else ws.root
-    if not workdir.is_dir():
-        raise BadInput(f"--cwd {str(workdir)!r} is not a directory")
     use_worktree = worktree if worktree is not None else bool(config.get("worktrees")) and not lead
     if lead and use_worktree:
         raise BadInput("the lead works in the repository itself: --worktree is for teammates")
@@ -81,6 +78,8 @@ def spawn(ws: Workspace, team: str, name: str, prompt: str, *, role: str = "",
     if existing is not None:
         raise _already_in(team, name, existing)
     pin = placement.pin_for(ws, host, local_state=use_worktree or runtime != runtimes.TEAMD)
+    workdir = workdirs.for_spawn(ws, cwd, Path(config["repo"]) if lead and config.get(
+        "repo") else ws.root, pin)
     record: Json | None = None
     if use_worktree:
         # git runs before the roster lock is taken (no git command under a lock)

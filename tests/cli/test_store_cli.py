@@ -226,3 +226,31 @@ def test_teamd_run_and_teamctl_on_the_store_their_store_option_names(
     assert not (root / ".teams" / TEAM / "config.json").exists()
     assert not (root / ".tasks").exists()
     assert json.loads(ctl(root, "status", "--json"))["teams"] == []  # the files: no team
+
+
+def test_spawn_with_hosts_leaves_a_cwd_missing_here_to_the_hosts(tmp_path: Path,
+                                                                 pg_url: str) -> None:
+    """The machine running teamctl need not have the member's cwd: the host that runs it
+    judges (placement skips a host without it). Pinned to this machine, or relative, or
+    with the files store (no hosts): exit 2, one line, nothing written."""
+    root = tmp_path / "on-pg"
+    root.mkdir()
+    env = {**clean_env(), "TEAMD_STORE": pg_url, "TEAMD_HOST": "here"}
+    elsewhere = tmp_path / "on-the-build-hosts"  # a mount this machine does not have
+    ctl(root, "create", TEAM, env=env)
+    spawned = json.loads(ctl(root, "spawn", TEAM, "a", "--prompt", "p", "--cwd",
+                             str(elsewhere), "--json", env=env))
+    assert spawned["cwd"] == str(elsewhere) and not elsewhere.exists()
+    before = ctl(root, "status", TEAM, "--json", env=env)
+    refused = [(env, ("--cwd", str(elsewhere), "--host", "here"), "is not a directory"),
+               (env, ("--cwd", "relative/dir"), "give its absolute path"),
+               ({**clean_env()}, ("--cwd", str(elsewhere)), "is not a directory")]
+    for where, args, says in refused:
+        if "TEAMD_STORE" not in where:
+            ctl(root, "create", TEAM, env=where)  # the files store's own team
+        result = teamctl(root, "spawn", TEAM, "b", "--prompt", "p", *args, env=where)
+        lines = result.stderr.decode().splitlines()
+        assert result.returncode == 2 and len(lines) == 1 and says in lines[0], (args, result)
+    assert ctl(root, "status", TEAM, "--json", env=env) == before
+    assert json.loads(ctl(root, "status", TEAM, "--json", env=clean_env()))["teams"][0][
+        "members"] == []

@@ -50,7 +50,8 @@ MODULE_OPS = {"replace": ("os",), "remove": ("os",)}
 
 #: module → the file operations it may make, and on what (none of it the store's)
 ALLOWED: dict[str, tuple[set[str], str]] = {
-    "teamd/actions/members.py": ({"is_dir"}, "a new member's working folder exists"),
+    "teamd/workdirs.py": ({"is_dir"}, "a member's working folder exists: a new one's, and "
+                          "on the host asked to run it"),
     "teamd/agent/member.py": ({"is_dir"}, "the member's own working folder exists"),
     "teamd/agent/claude_code/process.py": ({"ensure_dir"}, "a Claude Code member's HOME, its "
                                            "own state (a host-local folder: CONTRACT §15)"),

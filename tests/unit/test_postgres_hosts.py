@@ -1,7 +1,8 @@
 """The hosts of a PostgreSQL store (CONTRACT §15), on the private cluster: one claim per host
 name, a heartbeat stamped by the database's clock, a host dead once it is older than the
 timeout, one leader at a time, and a takeover that fences the host off — a unit begun
-before it finishes first, every unit after it is refused, even in a forked member."""
+before it finishes first, every unit after it is refused, even in a forked member; and the
+record lists the members' directories the host does not have, until they appear."""
 
 from __future__ import annotations
 
@@ -12,8 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from teamd import budget, roster
-from teamd.hosts import leader_of
+from teamd import budget, roster, workdirs
+from teamd.hosts import Host, here_record, leader_of
+from teamd.layout import Workspace
+from teamd.settings import Settings
 from teamd.store.changes import Kind
 from teamd.store.errors import LeaseLost
 from teamd.store.postgres import PostgresStore, schema
@@ -152,3 +155,22 @@ def test_version_1_gains_the_hosts_in_one_migration(pg_url: str, tmp_path: Path)
     assert schema.ensure(conn, pg_url) is False
     assert schema.found_version(conn) == schema.VERSION == 2
     assert PostgresStore(pg_url, tmp_path).join_host("h1", {}) is not None
+
+
+def test_a_host_s_record_lists_the_cwds_it_lacks_until_they_appear(
+        pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TEAMD_HOST", "h1")
+    ws = Workspace.at(tmp_path, store=pg_url)
+    claim = ws.store.claim_supervisor(here_record(Settings()))
+    assert claim is not None
+    host = Host(ws, Settings(), claim)
+    [record] = ws.store.list_hosts(30)
+    assert record[workdirs.KEY] == []  # from its join
+    mount = tmp_path / "mnt" / "src"
+    assert host.lacks(str(mount), 0)  # said at once, before the member is handed back
+    [record] = ws.store.list_hosts(30)
+    assert record[workdirs.KEY] == [str(mount)]
+    mount.mkdir(parents=True)  # a mount that appeared
+    host.beat(time.time(), 0)
+    [record] = ws.store.list_hosts(30)
+    assert record[workdirs.KEY] == []

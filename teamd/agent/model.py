@@ -188,11 +188,26 @@ def http_client(**options: Any) -> Any:
     return anthropic.DefaultHttpxClient(**options)
 
 
+def guard_writes(stream: Any, guard: Callable[[], None]) -> None:
+    """Run `guard` before each write to `stream` (httpcore's network stream of one
+    connection: every request on it)."""
+    write = stream.write
+
+    def guarded(buffer: bytes, timeout: float | None = None) -> None:
+        guard()  # the last moment before these bytes leave
+        write(buffer, timeout)
+
+    stream.write = guarded
+
+
 def make_client(api_timeout: float = 600.0,
                 guard: Callable[[], None] | None = None) -> Client:
     """A client that never retries by itself, every call bounded by `api_timeout` s.
-    `guard` runs as each request's first byte is about to leave (its exception stops it
-    there): the member's fence, again if it has grown old (CONTRACT §15)."""
+    `guard` runs just before each write of a request's bytes to the socket (its exception
+    stops them there): the member's fence, again if it has grown old (CONTRACT §15). At
+    the write itself, not when the request is being built: a process stopped anywhere
+    before it (SIGSTOP, a paused VM) checks again once it runs, so what a frozen host
+    could still send on waking is down to the bytes of a write already begun."""
     # ANTHROPIC_BASE_URL is read by the SDK itself; with no key and no base URL of one's
     # own no call is made (`refused`): Claude would only answer 401
     hook, deadline = AfterSend(), Deadline()
@@ -204,10 +219,10 @@ def make_client(api_timeout: float = 600.0,
         def trace(event: str, info: dict[str, Any]) -> None:
             if earlier is not None:
                 earlier(event, info)
-            if guard is not None and event.endswith("send_request_headers.started"):
-                guard()  # the last moment before the first byte leaves
             if event.endswith(("connect_tcp.complete", "start_tls.complete")):
                 stream = info.get("return_value")
+                if guard is not None and stream is not None:
+                    guard_writes(stream, guard)
                 sock = stream.get_extra_info("socket") if stream is not None else None
                 if isinstance(sock, socket.socket):
                     deadline.note(sock)

@@ -91,15 +91,16 @@ class Store(Protocol):
     def together(self) -> AbstractContextManager[None]:
         """The units entered inside as one step for every reader: all of them, or — when
         it raises, or its end cannot be made durable — none (PostgreSQL: one transaction,
-        begun by the first unit inside, committed as the step ends). Once its first unit
-        ran nothing inside may wait long: a hook or a git command runs before (`apart`).
+        begun by the first unit inside that writes, committed as the step ends). Once its
+        first write was made nothing inside may wait long: a hook or a git command runs
+        before (`apart`).
         Files: each unit is durable as it ends, as outside a step (the files store keeps
         no transaction across files)."""
 
     def apart(self) -> AbstractContextManager[None]:
-        """Inside a step, before its first unit: what runs here (a hook, a git command,
-        their journal lines) is not part of it. RuntimeError once the step's first unit
-        ran."""
+        """Inside a step, before its first write: what runs here (a hook, a git command,
+        their journal lines) is not part of it. RuntimeError once the step's first write
+        was made."""
 
     def after_commit(self, step: Callable[[], None]) -> None:
         """Run `step` once what was written so far is durable: at once outside a step, else

@@ -94,6 +94,8 @@ def test_a_unit_that_raises_inside_a_step_leaves_nothing_of_itself(store: Store)
 
 def test_a_hook_runs_apart_before_the_first_unit_and_never_after(store: Store) -> None:
     with store.together():
+        with store.board_unit(TEAM):  # a read under the board's lock begins nothing
+            assert store.task_ids(TEAM) == []
         with store.apart():  # a hook, and its journal line: durable at once
             store.emit(TEAM, [{"ts": 1.0, "event": "step0"}], max_bytes=1 << 20, keep=1)
             assert seen(store)["journal"] == ["step0"]

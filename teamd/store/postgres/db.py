@@ -14,6 +14,18 @@ record, a journal line) is made at the commit, under its lock taken then
 unit takes others, out of the contract's order. Every write notes a change (kind, team,
 name); they are sent with `pg_notify` just before the commit, so a feed hears of a change
 only once it is readable.
+
+A **step together** (`together`, CONTRACT §15: a team tool's effect and its recorded
+result) makes several units one transaction. Its transaction is begun lazily, by the first
+unit inside it that writes — reads before that (under a unit's lock or not) run on their
+own, and so may a hook or a git command (`apart`: none may run once the transaction is
+begun, since the server ends a transaction idle for UNIT_IDLE_LIMIT) — and committed when
+the step ends; each unit after the first is a savepoint, so a unit that raises still
+leaves nothing while the others stand, as outside a step. Its locks are held to its
+commit: a step's units are those of one tool call, milliseconds apart. What is to follow
+the commit (`after_commit`: a session record taken into the member's memory) runs only once
+it went through: a step that raises, or whose commit fails, leaves neither the rows nor
+what was to follow them.
 """
 
 from __future__ import annotations
@@ -161,9 +173,9 @@ class Db:
         local.depth -= 1
         if saved is not None:
             local.release = True
-        elif outer and local.together:
+        elif outer and local.together and (local.wrote or local.appends):
             local.begun = True  # committed when the step ends
-        elif outer:
+        elif outer:  # (in a step, a unit that only read does not begin it)
             self._end(conn)
 
     def _end(self, conn: Any, what: str = "commit") -> None:
@@ -182,8 +194,8 @@ class Db:
     # -- steps together ----------------------------------------------------------------
     @contextmanager
     def together(self) -> Iterator[None]:
-        """The units entered inside, one transaction: begun by the first of them, committed
-        when the step ends, rolled back whole when it raises (see the module's docstring).
+        """The units entered inside, one transaction: begun by the first of them that
+        writes, committed when the step ends, rolled back whole when it raises (see the module's docstring).
         Inside a step or a unit already, it joins that one."""
         local = self._mine()
         if local.together or self.in_unit:

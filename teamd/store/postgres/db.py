@@ -22,7 +22,12 @@ own, and so may a hook or a git command (`apart`: none may run once the transact
 begun, since the server ends a transaction idle for UNIT_IDLE_LIMIT) — and committed when
 the step ends; each unit after the first is a savepoint, so a unit that raises still
 leaves nothing while the others stand, as outside a step. Its locks are held to its
-commit: a step's units are those of one tool call, milliseconds apart. What is to follow
+commit: a step's units are those of one tool call, milliseconds apart — but two units a
+caller runs one after the other, out of the contract's lock order (a shutdown answered on a
+member's behalf releases its tasks: the board, then the member), are then held together;
+should another writer wait on them in the other order, PostgreSQL ends one of the two
+transactions within `deadlock_timeout` (1 s), undone whole: in a step, a tool's error
+result, nothing of it done. What is to follow
 the commit (`after_commit`: a session record taken into the member's memory) runs only once
 it went through: a step that raises, or whose commit fails, leaves neither the rows nor
 what was to follow them.
@@ -195,8 +200,8 @@ class Db:
     @contextmanager
     def together(self) -> Iterator[None]:
         """The units entered inside, one transaction: begun by the first of them that
-        writes, committed when the step ends, rolled back whole when it raises (see the module's docstring).
-        Inside a step or a unit already, it joins that one."""
+        writes, committed when the step ends, rolled back whole when it raises (see the
+        module's docstring). Inside a step or a unit already, it joins that one."""
         local = self._mine()
         if local.together or self.in_unit:
             yield

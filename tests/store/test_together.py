@@ -13,6 +13,8 @@ from typing import Any
 import pytest
 
 from teamd.store.api import Store
+from teamd.store.errors import StoreUnreachable
+from tests.store.conftest import Faults
 from tests.store.forked import run
 from tests.store.test_store_board import TEAM, add, task
 
@@ -105,3 +107,19 @@ def test_a_hook_runs_apart_before_the_first_unit_and_never_after(store: Store) -
                     store.apart():
                 pass
     assert seen(store) == {**ONE, "journal": ["step0", "step1"]}
+
+
+def test_a_step_whose_end_fails_leaves_nothing_and_nothing_follows(store: Store,
+                                                                    faults: Faults) -> None:
+    """The connection cut by the server before the step ends (the fault is real: its
+    backend terminated): the end raises, nothing is written, nothing that was to follow
+    the commit runs — a member's session takes in no record the store does not have."""
+    followed: list[str] = []
+    with pytest.raises(StoreUnreachable), store.together():
+        write(store, 1)
+        store.after_commit(lambda: followed.append("after"))
+        faults.cut()
+    assert (followed, seen(store)) == ([], NOTHING)
+    with store.together():  # the next step, on a new connection
+        write(store, 2)
+    assert seen(store) == {"tasks": [1], "session": [2], "journal": ["step2"]}

@@ -100,9 +100,8 @@ class Toolbox:
     """Runs the tools of one member (`member` of `team`, of `kind`) against the workspace.
 
     `run` raises only when it cannot record a result: every failure of the call, bad input
-    included, comes back as an error result,
-    and what the loop must do next (a task claimed, a shutdown approved) comes back in the
-    result. `groups` holds the process groups of the commands and hooks running now:
+    included, comes back as an error result, and what the loop must do next (a task
+    claimed, a shutdown approved) comes back in the result. `groups` holds the process groups of the commands and hooks running now:
     `kill_running` takes them down (the agent loop's SIGTERM handler).
     """
 

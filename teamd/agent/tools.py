@@ -101,8 +101,9 @@ class Toolbox:
 
     `run` raises only when it cannot record a result: every failure of the call, bad input
     included, comes back as an error result, and what the loop must do next (a task
-    claimed, a shutdown approved) comes back in the result. `groups` holds the process groups of the commands and hooks running now:
-    `kill_running` takes them down (the agent loop's SIGTERM handler).
+    claimed, a shutdown approved) comes back in the result. `groups` holds the process
+    groups of the commands and hooks running now: `kill_running` takes them down (the agent
+    loop's SIGTERM handler).
     """
 
     def __init__(self, ws: Workspace, team: str, member: str, *, kind: str, cwd: Path,

@@ -28,7 +28,7 @@ from bench.common import REPO, Context, cell, commit, dump, fs_type, machine, ra
 
 # In the order of the table in issue 15.
 BENCHMARKS = ("wake", "spawn", "idle", "append", "claims", "assign", "cli", "sleep", "cache",
-              "sleeper", "scale", "forwarder", "web", "crash", "hosts")
+              "sleeper", "scale", "forwarder", "web", "crash", "hosts", "tool_steps")
 GRACE = 30.0  # beyond a benchmark's own limit before its process group is ended
 
 

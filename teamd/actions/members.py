@@ -82,9 +82,11 @@ def spawn(ws: Workspace, team: str, name: str, prompt: str, *, role: str = "",
         "repo") else ws.root, pin)
     record: Json | None = None
     if use_worktree:
-        # git runs before the roster lock is taken (no git command under a lock)
-        record = worktrees.add(ws, team, name, worktrees.repo_for_spawn(ws, config, workdir),
-                               base)
+        # git runs before the roster lock is taken (no git command under a lock), and
+        # before the first write of the Task tool's step (`Store.apart`)
+        with ws.store.apart():
+            record = worktrees.add(ws, team, name,
+                                   worktrees.repo_for_spawn(ws, config, workdir), base)
         workdir = Path(record["path"])
 
     def add(config: Json) -> Member:

@@ -6,7 +6,7 @@ root's shared back-off, call slots and budgets, each call counted by `accounting
 does what the stop reason asks (`stops`): tools run through the member's `Toolbox`, a cut
 reply continued, the turn ended.
 Every step is recorded in the session first, so a restart resumes it without re-running a
-tool.
+tool; a tool's result is recorded in one step with its effect (`run_tool`).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from teamd.agent import accounting, compaction, context, model, stops, tool_hand
 from teamd.agent.cache_ttl import CacheTTL
 from teamd.agent.runtime import GOES_ON, TurnOutcome
 from teamd.agent.session import INTERRUPTED
-from teamd.agent.tools import specs_for
+from teamd.agent.tools import ToolResult, specs_for
 from teamd.files import Json
 from teamd.states import Status
 
@@ -71,9 +71,7 @@ class BuiltinRuntime:
             if not again and m.toolbox.permission_record(use["id"]) is None:
                 self.record_result(use["id"], INTERRUPTED, is_error=True)
                 continue
-            result = m.toolbox.run(use["name"], use.get("input") or {},
-                                   tool_use_id=use["id"])
-            self.record_result(use["id"], result.content, is_error=result.is_error)
+            self.run_tool(use)
             if m.shutdowns.leaving:
                 return m.shutdowns.approve(m.shutdowns.leaving, "waiting for permission")
         return None
@@ -110,10 +108,7 @@ class BuiltinRuntime:
             self.record_result(tool_use_id, error, is_error=True)
         leaving = False  # the model approved a shutdown: leave once this turn's calls ran
         for use in done.run:
-            result = m.toolbox.run(use["name"], use.get("input") or {},
-                                   tool_use_id=use["id"])
-            self.record_result(use["id"], result.content, is_error=result.is_error,
-                               claimed=result.claimed)
+            result = self.run_tool(use)
             leaving = leaving or result.ends_process
             if m.shutdowns.leaving:
                 return TurnOutcome(exit_code=m.shutdowns.approve(
@@ -126,6 +121,15 @@ class BuiltinRuntime:
             m.standing.update(last_error=done.trouble[1])
             m.tell_lead_once(*done.trouble)
         return TurnOutcome(ended=done.ends_turn)
+
+    def run_tool(self, use: Json) -> ToolResult:
+        """Run one tool call, its result recorded in the same step as its effect
+        (`Toolbox.run`: on PostgreSQL one transaction, CONTRACT §15)."""
+        def record(result: ToolResult) -> None:
+            self.record_result(use["id"], result.content, is_error=result.is_error,
+                               claimed=result.claimed)
+        return self.m.toolbox.run(use["name"], use.get("input") or {},
+                                  tool_use_id=use["id"], record=record)
 
     def record_result(self, tool_use_id: str, content: str, *, is_error: bool,
                       claimed: int | None = None) -> None:

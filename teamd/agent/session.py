@@ -19,7 +19,9 @@ restarted at any moment rebuilds the same conversation:
                                                    messages not yet answered)
 
 A message id taken in is recorded once and never shown again; a `tool_use` without a
-recorded result is answered "interrupted by a restart; not re-run" instead of re-run. A
+recorded result is answered "interrupted by a restart; not re-run" instead of re-run. On
+PostgreSQL a team tool's result is recorded in the same transaction as its effect
+(`Toolbox.run`), so there "not re-run" also means "not done". A
 reply paused by the API (`pause_turn`) is sent back as the last message, and the reply that
 goes on from it joins the same assistant turn.
 """
@@ -111,9 +113,10 @@ class Session:
         self.records.append(record)
 
     def append(self, record: Json, *, wait: bool = True) -> Json:
-        """Record one line (fsynced) and take it into the conversation. A failed append
-        leaves no partial line (`store.append_session`); it is retried through `when_stuck`
-        until it goes through, unless `wait` is False (a caller holding another lock)."""
+        """Record one line (fsynced) and take it into the conversation — inside a step
+        `together` (`Store.together`), once the step is durable. A failed append leaves no
+        partial line (`store.append_session`); it is retried through `when_stuck` until it
+        goes through, unless `wait` is False (a caller holding another lock)."""
         record.setdefault("ts", time.time())
         attempt = 0
         while True:
@@ -127,7 +130,9 @@ class Session:
                 attempt += 1
         if attempt and self.when_stuck is not None:
             self.when_stuck(None, attempt)
-        self._take(record)
+        # in a step together (a tool's result with its effect) only once the step is
+        # durable: a step that fails leaves no record here the store does not have
+        self.store.after_commit(lambda: self._take(record))
         return record
 
     def claimed_at(self, task_id: int) -> float | None:

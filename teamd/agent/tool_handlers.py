@@ -174,7 +174,8 @@ def _commit_work(box: Toolbox, config: Json, task: Mapping[str, Any]) -> list[st
     if not record:
         return []
     try:
-        return worktrees.commit_task(box.team, box.member, record, task)
+        with box.ws.store.apart():  # before the step's first write (`Store.together`)
+            return worktrees.commit_task(box.team, box.member, record, task)
     except worktrees.GitError as exc:
         raise ToolError(f"task #{task['id']} stays in_progress: could not commit its "
                         f"work: {exc}") from None

@@ -1,11 +1,14 @@
-"""The `Toolbox`: runs one member's tool calls (CONTRACT.md §8, §11) and never raises.
+"""The `Toolbox`: runs one member's tool calls (CONTRACT.md §8, §11, §15).
 
 A call goes: known tool and allowed to this kind → input checked against its schema
 (`tool_input`) → the plan-mode gate → the permission rules and `pre_tool_use` hook (ruled
-tools) → its handler (`tool_handlers.HANDLERS`) → the result, redacted of the API key and
-journalled as `tool_call`. The toolbox also owns what is the member's own while it runs:
-the process groups of its running commands and hooks (killed by the agent loop's SIGTERM
-handler), its pending plan, and the settings in force.
+tools) → the fence → its handler (`tool_handlers.HANDLERS`) → the result, redacted of the
+API key, journalled as `tool_call` and recorded by the caller — the handler's writes, the
+line and the record as one step (`Store.together`: on PostgreSQL one transaction, CONTRACT
+§15), so a team tool interrupted by a kill or a failover is done and recorded, or neither.
+The toolbox also owns what is the member's own while it runs: the process groups of its
+running commands and hooks (killed by the agent loop's SIGTERM handler), its pending plan,
+and the settings in force.
 
 The names other modules import from here (`TOOL_SPECS`, `specs_for`, `tool_names`,
 `ToolResult`, `ToolError`, `Blocked`) are re-exported from the modules that own them.
@@ -57,6 +60,25 @@ def _one_line(text: str) -> str:
     return re.sub(r"\s*\n\s*", " ", text).strip() or "failed"
 
 
+def _failed(name: str, exc: Exception) -> ToolResult:
+    """The error result of a call that raised `exc`."""
+    if isinstance(exc, Blocked):
+        return ToolResult(str(exc).strip() or "blocked", is_error=True)
+    if isinstance(exc, (ToolError, TeamdError)):
+        return ToolResult(_one_line(str(exc)), is_error=True)
+    log.warning("tool %s failed", name, exc_info=exc)  # a tool error never ends the process
+    return ToolResult(_one_line(f"{name} failed: {type(exc).__name__}: {exc}"), is_error=True)
+
+
+class _Undone(Exception):
+    """A handler raised inside its step (`Toolbox.run`): the step is rolled back, then
+    `result`, the error, is recorded on its own."""
+
+    def __init__(self, result: ToolResult) -> None:
+        super().__init__(result.content)
+        self.result = result
+
+
 def journal_call(ws: Workspace, team: str, member: str, name: str, tool_input: Any,
                  result: ToolResult, ms: int) -> None:
     """The `tool_call` event of a call that ran (its input cut short and redacted, the
@@ -77,10 +99,11 @@ def journal_call(ws: Workspace, team: str, member: str, name: str, tool_input: A
 class Toolbox:
     """Runs the tools of one member (`member` of `team`, of `kind`) against the workspace.
 
-    `run` never raises: every failure, bad input included, comes back as an error result,
-    and what the loop must do next (a task claimed, a shutdown approved) comes back in the
-    result. `groups` holds the process groups of the commands and hooks running now:
-    `kill_running` takes them down (the agent loop's SIGTERM handler).
+    `run` raises only when it cannot record a result: every failure of the call, bad input
+    included, comes back as an error result, and what the loop must do next (a task
+    claimed, a shutdown approved) comes back in the result. `groups` holds the process
+    groups of the commands and hooks running now: `kill_running` takes them down (the agent
+    loop's SIGTERM handler).
     """
 
     def __init__(self, ws: Workspace, team: str, member: str, *, kind: str, cwd: Path,
@@ -143,29 +166,48 @@ class Toolbox:
             return None
 
     # -- entry point -----------------------------------------------------------------------
-    def run(self, name: str, tool_input: dict[str, Any],
-            tool_use_id: str | None = None) -> ToolResult:
-        """Run one tool call; any failure becomes an error result. Emits `tool_call`.
-        `tool_use_id` ties a permission request to the call (one request per call, found
-        again after a restart)."""
+    def run(self, name: str, tool_input: dict[str, Any], tool_use_id: str | None = None,
+            record: Callable[[ToolResult], None] | None = None) -> ToolResult:
+        """Run one tool call; any failure of the call becomes an error result. Emits
+        `tool_call`. `tool_use_id` ties a permission request to the call (one request per
+        call, found again after a restart). `record` records the result in the member's
+        session: in one step with the call's effect and its `tool_call` line
+        (`Store.together`; CONTRACT §15: on PostgreSQL, one transaction), so a call cut
+        off is either done and recorded or neither. What `admit` passes (the rules, an
+        ask, the pre_tool_use hook) and the fence run before that step; a handler that
+        raises leaves nothing of its step, and its error result is recorded on its own.
+        What cannot record the result — the step's end failing (the store out of reach:
+        StoreUnreachable; the lease lost: LeaseLost) — is raised: the member then ends,
+        and its restart resumes from what the store holds, the result or neither."""
         started = time.monotonic()
         self._use_id = tool_use_id
         try:
-            result = self._dispatch(name, tool_input)
-        except Blocked as exc:
-            result = ToolResult(str(exc).strip() or "blocked", is_error=True)
-        except (ToolError, TeamdError) as exc:
-            result = ToolResult(_one_line(str(exc)), is_error=True)
-        except Exception as exc:  # a tool error must never end the process
-            log.warning("tool %s failed", name, exc_info=True)
-            text = f"{name} failed: {type(exc).__name__}: {exc}"
-            result = ToolResult(_one_line(text), is_error=True)
+            args = self._admitted(name, tool_input)
+        except Exception as exc:
+            return self._conclude(name, tool_input, _failed(name, exc), started, record)
+        try:
+            with self.ws.store.together():
+                try:
+                    result = HANDLERS[name](self, **args)
+                except Exception as exc:
+                    raise _Undone(_failed(name, exc)) from exc  # its step rolled back
+                return self._conclude(name, tool_input, result, started, record)
+        except _Undone as undone:
+            return self._conclude(name, tool_input, undone.result, started, record)
+
+    def _conclude(self, name: str, tool_input: Any, result: ToolResult, started: float,
+                  record: Callable[[ToolResult], None] | None) -> ToolResult:
+        """The result redacted, journaled and recorded."""
         result = replace(result, content=_redact(result.content))
         ms = int((time.monotonic() - started) * 1000)
         journal_call(self.ws, self.team, self.member, name, tool_input, result, ms)
+        if record is not None:
+            record(result)
         return result
 
-    def _dispatch(self, name: str, tool_input: Any) -> ToolResult:
+    def _admitted(self, name: str, tool_input: Any) -> Json:
+        """The checked input of a call that may run now (`admit`), its host still holding
+        its lease; ToolError, Blocked or TeamdError otherwise."""
         if not isinstance(name, str) or name not in TOOL_SPECS:
             raise ToolError(f"unknown tool {name!r}; available: {', '.join(sorted(self.names))}")
         if name not in self.names:
@@ -174,7 +216,7 @@ class Toolbox:
         # its host still holds its lease (CONTRACT §15): checked after the rules, an ask
         # and the pre_tool_use hook, which may take long, right before the tool runs
         self.ws.store.fence()
-        return HANDLERS[name](self, **args)
+        return args
 
     def admit(self, name: str | None, tool_input: Any, tool_use_id: str | None = None,
               own: tuple[str, Json] | None = None) -> Json:
@@ -256,8 +298,9 @@ class Toolbox:
         command = conf.hooks.get(hook)
         if not command:
             return
-        outcome = hooks.run(self.ws, self.team, self.member, self.cwd, hook, command,
-                            conf.hook_timeout, groups=self.groups, **event)
+        with self.ws.store.apart():  # a hook may take long: never inside a transaction
+            outcome = hooks.run(self.ws, self.team, self.member, self.cwd, hook, command,
+                                conf.hook_timeout, groups=self.groups, **event)
         if outcome.blocked:
             raise Blocked(outcome.message(), outcome.reason or "(the hook said nothing)")
 

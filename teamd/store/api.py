@@ -87,6 +87,25 @@ class Store(Protocol):
         """The local folders that are the store's own (files: `.teams/` and `.tasks/`;
         none for a database): no file tool of a member may write there (CONTRACT §11)."""
 
+    # -- steps together (CONTRACT §15: a team tool's effect and its result) ------------
+    def together(self) -> AbstractContextManager[None]:
+        """The units entered inside as one step for every reader: all of them, or — when
+        it raises, or its end cannot be made durable — none (PostgreSQL: one transaction,
+        begun by the first unit inside that writes, committed as the step ends). Once its
+        first write was made nothing inside may wait long: a hook or a git command runs
+        before (`apart`).
+        Files: each unit is durable as it ends, as outside a step (the files store keeps
+        no transaction across files)."""
+
+    def apart(self) -> AbstractContextManager[None]:
+        """Inside a step, before its first write: what runs here (a hook, a git command,
+        their journal lines) is not part of it. RuntimeError once the step's first write
+        was made."""
+
+    def after_commit(self, step: Callable[[], None]) -> None:
+        """Run `step` once what was written so far is durable: at once outside a step, else
+        as the step ends well (never when it raises or its end fails)."""
+
     # -- teams (CONTRACT §2, §9 create/delete) -------------------------------------------
     def team_names(self) -> list[str]:
         """Teams that exist (a roster was written), sorted."""

@@ -50,6 +50,11 @@ class Faults:
         """Whether the session still ends in a torn line."""
         raise NotImplementedError
 
+    def cut(self) -> None:
+        """This process's connection to the store ended by its server (a store that has
+        none: pytest.skip)."""
+        raise NotImplementedError
+
 
 class FilesFaults(Faults):
     def __init__(self, store: Store) -> None:
@@ -67,6 +72,9 @@ class FilesFaults(Faults):
 
     def torn(self, team: str, name: str) -> bool:
         return not self.store.paths.session(team, name).read_bytes().endswith(b"\n")
+
+    def cut(self) -> None:
+        pytest.skip("the files store has no connection to cut")
 
 
 class PostgresFaults(Faults):
@@ -92,6 +100,11 @@ class PostgresFaults(Faults):
     def torn(self, team: str, name: str) -> bool:
         return bool(self.store.db.one("SELECT count(*) FROM sessions WHERE team = %s AND "
                                       "name = %s AND doc IS NULL", (team, name)))
+
+    def cut(self) -> None:
+        mine = self.store.db.conn().info.backend_pid
+        with self.store.db.fresh() as other:
+            assert other.execute("SELECT pg_terminate_backend(%s)", (mine,)).fetchone()[0]
 
 
 @pytest.fixture

@@ -6,6 +6,13 @@ own `Toolbox.run` (schema, handler, `tool_call` event), the same code the built-
 runs. Claude Code's own tools stand in for the file tools and `bash`, so those are not
 served.
 
+A call's writes and its `tool_call` line are one step (`Store.together`: on PostgreSQL one
+transaction), as for the built-in loop; its result, though, is recorded by Claude Code in
+its own transcript, a file on the member's host that no store transaction can include (a
+`claude-code` member is pinned to that host: it never fails over). A Claude Code killed
+after a team tool's step committed and before it recorded the result resumes with the call
+cut short, which the member's note calls not re-run (`runtime.cut_turn`): it was done, once.
+
 Claude Code starts it over stdio from `--mcp-config`:
 `python -m teamd.agent.claude_code.mcp_server ROOT TEAM NAME MEMBER_PID`. It acts as the
 member and writes under the member's pid (what only "the teammate itself" may write,

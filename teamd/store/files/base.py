@@ -1,7 +1,11 @@
-"""What every part of the files store shares: the root, its paths, its settings."""
+"""What every part of the files store shares: the root, its paths, its settings; and steps
+`together`, which are nothing more here: each unit is durable as it ends (CONTRACT §15's
+one-transaction promise is the PostgreSQL store's)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 
 from teamd.store.files.paths import Paths
@@ -18,3 +22,12 @@ class Base:
 
     def own_folders(self) -> list[Path]:
         return [self.paths.teams_dir, self.paths.tasks_root]
+
+    def together(self) -> AbstractContextManager[None]:
+        return nullcontext()
+
+    def apart(self) -> AbstractContextManager[None]:
+        return nullcontext()
+
+    def after_commit(self, step: Callable[[], None]) -> None:
+        step()

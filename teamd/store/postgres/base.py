@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +45,15 @@ class Base:
 
     def own_folders(self) -> list[Path]:
         return []  # the records are the database's: no local folder is the store's
+
+    def together(self) -> AbstractContextManager[None]:
+        return self.db.together()
+
+    def apart(self) -> AbstractContextManager[None]:
+        return self.db.apart()
+
+    def after_commit(self, step: Callable[[], None]) -> None:
+        self.db.after_commit(step)
 
     def append_rows(self, what: str, team: str, name: str, records: Sequence[Json],
                     then: Callable[[], None]) -> None:

@@ -14,6 +14,23 @@ record, a journal line) is made at the commit, under its lock taken then
 unit takes others, out of the contract's order. Every write notes a change (kind, team,
 name); they are sent with `pg_notify` just before the commit, so a feed hears of a change
 only once it is readable.
+
+A **step together** (`together`, CONTRACT §15: a team tool's effect and its recorded
+result) makes several units one transaction. Its transaction is begun lazily, by the first
+unit inside it that writes — reads before that (under a unit's lock or not) run on their
+own, and so may a hook or a git command (`apart`: none may run once the transaction is
+begun, since the server ends a transaction idle for UNIT_IDLE_LIMIT) — and committed when
+the step ends; each unit after the first is a savepoint, so a unit that raises still
+leaves nothing while the others stand, as outside a step. Its locks are held to its
+commit: a step's units are those of one tool call, milliseconds apart — but two units a
+caller runs one after the other, out of the contract's lock order (a shutdown answered on a
+member's behalf releases its tasks: the board, then the member), are then held together;
+should another writer wait on them in the other order, PostgreSQL ends one of the two
+transactions within `deadlock_timeout` (1 s), undone whole: in a step, a tool's error
+result, nothing of it done. What is to follow
+the commit (`after_commit`: a session record taken into the member's memory) runs only once
+it went through: a step that raises, or whose commit fails, leaves neither the rows nor
+what was to follow them.
 """
 
 from __future__ import annotations
@@ -28,7 +45,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import psycopg
-from psycopg import sql
+from psycopg import pq, sql
 
 from teamd import crashpoints
 from teamd.store import urls
@@ -73,6 +90,14 @@ class _Thread(threading.local):
     changes: dict[tuple[str, str, str | None], None]
     appends: dict[str, list[Callable[[], None]]]
     wrote = False
+    #: inside a step `together`; `begun`: its transaction is open (units join it)
+    together = False
+    begun = False
+    #: a unit of the step's transaction succeeded since the last savepoint: released
+    #: with the next one
+    release = False
+    #: what runs once the transaction commits (`after_commit`)
+    then: list[Callable[[], None]]
 
 
 class Db:
@@ -100,9 +125,7 @@ class Db:
         run on a new connection would commit on its own, without the unit's locks and fence,
         while the rest of the unit rolls back — so every statement after the loss fails
         instead, and the unit is undone whole."""
-        local = self._local
-        if local.pid != os.getpid():  # forked: the parent's connection is left alone
-            local.conn, local.depth, local.tx = None, 0, None
+        local = self._mine()
         if local.tx is not None:
             return local.tx
         if local.conn is None or local.conn.closed:
@@ -110,8 +133,18 @@ class Db:
             if not self._checked:
                 schema.ensure(conn, self.url)
                 self._checked = True
-            local.conn, local.pid = conn, os.getpid()
+            local.conn = conn
         return local.conn
+
+    def _mine(self) -> _Thread:
+        """This thread's state, as it is in this process: a forked child leaves its
+        parent's connection, unit and step alone."""
+        local = self._local
+        if local.pid != os.getpid():
+            local.conn, local.depth, local.together, local.begun = None, 0, False, False
+            local.tx = None
+            local.pid = os.getpid()
+        return local
 
     def fresh(self) -> Any:
         """A connection of its own (a feed's, a claim's): never this thread's."""
@@ -124,20 +157,26 @@ class Db:
              first: sql.Composable | None = None) -> Iterator[list[Any]]:
         """A unit of work holding the advisory locks named by `locks` (in the order given;
         `shared`: with other shared holders): this thread's transaction, begun here unless
-        one is open. `first`: a statement (its values inlined) sent in the same round trip
-        as the BEGIN and the locks; yields its rows ([] without one)."""
+        one is open (in a step `together`, a savepoint of the step's). `first`: a statement
+        (its values inlined) sent in the same round trip as the BEGIN and the locks;
+        yields its rows ([] without one)."""
         local = self._local
         if self.fenced_out:
             raise LeaseLost(f"host {self.fence[0] if self.fence else '?'} lost its lease")
         conn = self.conn()
-        outer = local.depth == 0
+        outer = local.depth == 0 and not local.begun
+        saved = None if outer or local.depth else self._save()
         if outer:
-            local.changes, local.appends, local.wrote = {}, {}, False
+            local.changes, local.appends, local.wrote, local.then = {}, {}, False, []
         # BEGIN and the locks in one round trip (the simple protocol takes several statements)
         statements = ["BEGIN"] if outer else []
         if outer and self.fence is not None:
             statements.append(sql.SQL("SELECT teamd_fence({}, {})").format(
                 sql.Literal(self.fence[0]), sql.Literal(self.fence[1])).as_string(conn))
+        if saved is not None:
+            statements += ["RELEASE SAVEPOINT teamd_unit"] if local.release else []
+            statements.append("SAVEPOINT teamd_unit")
+            local.release = False
         take = "pg_advisory_xact_lock_shared" if shared else "pg_advisory_xact_lock"
         statements += [sql.SQL("SELECT {}(hashtextextended({}, 0))").format(
             sql.Identifier(take), sql.Literal(name)).as_string(conn) for name in locks]
@@ -162,17 +201,102 @@ class Db:
             local.depth -= 1
             if outer:  # on the connection in use now: `_again` may have opened a new one
                 self._rollback(local.conn if local.conn is not None else conn)
-                local.tx = None
+            elif saved is not None:
+                self._undo(conn, saved)
             raise
         local.depth -= 1
-        if outer:
-            try:
-                self._commit(conn)
-            except BaseException:
-                self._rollback(conn)
-                raise
-            finally:
-                local.tx = None
+        if saved is not None:
+            local.release = True
+        elif outer and local.together and (local.wrote or local.appends):
+            local.begun = True  # committed when the step ends
+        elif outer:  # (in a step, a unit that only read does not begin it)
+            self._end(conn)
+
+    def _end(self, conn: Any, what: str = "commit") -> None:
+        """Commit this thread's transaction, then run what was to follow it; on a failure,
+        roll it back (what was to follow is dropped)."""
+        local = self._local
+        then, local.then = local.then, []
+        try:
+            self._commit(conn, what)
+        except BaseException:
+            self._rollback(conn)
+            raise
+        finally:
+            local.tx = None
+        for step in then:
+            step()
+
+    # -- steps together ----------------------------------------------------------------
+    @contextmanager
+    def together(self) -> Iterator[None]:
+        """The units entered inside, one transaction: begun by the first of them that
+        writes, committed when the step ends, rolled back whole when it raises (see the
+        module's docstring). Inside a step or a unit already, it joins that one."""
+        local = self._mine()
+        if local.together or self.in_unit:
+            yield
+            return
+        local.together, local.begun, local.release = True, False, False
+        try:
+            yield
+        except BaseException:
+            if local.begun:
+                local.then = []
+                self._rollback(local.conn)
+            raise
+        finally:
+            local.together = False
+            begun, local.begun = local.begun, False
+        if begun:
+            self._end(local.conn, "commit together")
+
+    @contextmanager
+    def apart(self) -> Iterator[None]:
+        """Inside a step whose transaction is not begun yet: the units entered inside are
+        transactions of their own (a hook's journal line). What runs here may take long (a
+        hook, a git command): RuntimeError when the step's transaction is open already,
+        since the server would end it meanwhile."""
+        local = self._mine()
+        if not local.together:
+            yield
+            return
+        if local.begun or local.depth:
+            raise RuntimeError("a hook or git command inside a transaction of the store: "
+                               "it must run before the step's first write")
+        local.together = False
+        try:
+            yield
+        finally:
+            local.together = True
+
+    def after_commit(self, step: Callable[[], None]) -> None:
+        """Run `step` once what this thread writes now is committed: at once outside a
+        unit and a step, else after their commit (never, if it fails or is rolled back)."""
+        if self.in_unit:
+            self._local.then.append(step)
+        else:
+            step()
+
+    def _save(self) -> tuple[dict[str, int], dict[tuple[str, str, str | None], None], bool,
+                             int]:
+        """What a savepoint's rollback restores of the transaction's notes."""
+        local = self._local
+        return ({k: len(v) for k, v in local.appends.items()}, dict(local.changes),
+                local.wrote, len(local.then))
+
+    def _undo(self, conn: Any,
+              saved: tuple[dict[str, int], dict[tuple[str, str, str | None], None], bool,
+                           int]) -> None:
+        """A unit of a step raised: back to its savepoint, its notes forgotten."""
+        local = self._local
+        appends, local.changes, local.wrote, then = saved
+        local.appends = {k: v[:appends[k]] for k, v in local.appends.items() if k in appends}
+        del local.then[then:]
+        try:
+            conn.execute("ROLLBACK TO SAVEPOINT teamd_unit")
+        except psycopg.Error:
+            pass  # the transaction is lost: its commit fails (`_commit`)
 
     def _run(self, conn: Any, query: Any, args: Sequence[Any] | None = None,
              prepare: bool | None = None) -> Any:
@@ -201,6 +325,8 @@ class Db:
         return conn, self._run(conn, query, prepare=False)
 
     def _rollback(self, conn: Any) -> None:
+        """End this thread's transaction, undone."""
+        self._local.tx = None
         try:
             conn.execute("ROLLBACK")
         except psycopg.Error:
@@ -213,11 +339,16 @@ class Db:
         the commit alone and never taken out of order by units that nest differently."""
         self._local.appends.setdefault(lock, []).append(write)
 
-    def _commit(self, conn: Any) -> None:
+    def _commit(self, conn: Any, what: str = "commit") -> None:
         """The appends under their locks, the notifications, COMMIT: pipelined, so what
         needs no answer goes in one round trip with the COMMIT (a write that reads, as
-        the journal's part does, waits only for what was sent before it)."""
+        the journal's part does, waits only for what was sent before it). `what`: the
+        crash point's name for it. A transaction a failed statement ended (its COMMIT
+        would be a silent ROLLBACK) is refused: StoreUnreachable."""
         local = self._local
+        if not conn.closed and conn.info.transaction_status == pq.TransactionStatus.INERROR:
+            raise StoreUnreachable(f"the store {urls.mask(self.url)} refused a step: "
+                                   "nothing of it was written")
         try:
             with conn.pipeline():
                 for lock in sorted(local.appends, key=lambda name: (
@@ -232,14 +363,14 @@ class Db:
                     self._run(conn, "SELECT pg_notify(%s, p) FROM unnest(%s::text[]) AS p",
                               (CHANNEL, payloads))
                 if local.wrote:
-                    crashpoints.before("commit", self.crash_path)
+                    crashpoints.before(what, self.crash_path)
                 self._run(conn, "COMMIT")
         except psycopg.OperationalError as exc:  # raised at the pipeline's sync
             if lost(exc, conn):
                 raise explain(exc, self.url) from None
             raise
         if local.wrote:
-            crashpoints.after("commit", self.crash_path)
+            crashpoints.after(what, self.crash_path)
 
     def changed(self, kind: Kind, team: str, name: str | None = None) -> None:
         """Note a write, inside a unit: it is notified just before the commit."""
@@ -274,4 +405,6 @@ class Db:
 
     @property
     def in_unit(self) -> bool:
-        return self._local.depth > 0 and self._local.pid == os.getpid()
+        """Inside a unit, or a step whose transaction is begun."""
+        local = self._local
+        return (local.depth > 0 or local.begun) and local.pid == os.getpid()

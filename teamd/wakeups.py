@@ -89,9 +89,10 @@ class Wakeups:
             drain_fd(self._pipe[0])
         if self.feed in ready:
             changes, lost = self.feed.drain()
-            if lost:  # changes were lost: read the boards and the rosters again
-                self.boards.reload_all()
-                self.views.clear()
+            if lost:  # changes were lost: read the boards and the rosters again, and
+                self.boards.reload_all()  # every member looks at its inbox (a message
+                self.views.clear()  # whose notice was lost waits there; sleepers with
+                self.poke_every_member()  # mail are woken by the reconcile)
                 dirty = True
             for change in changes:
                 if self.note_change(change):  # pokes, the board, the cached roster
@@ -169,6 +170,13 @@ class Wakeups:
                     wake_mod.close(process.wake_w)  # the member is gone
                     process.wake_w = None
         return poked == len(names)
+
+    def poke_every_member(self) -> None:
+        """Poke every member process: each looks at its inbox (a spare poke costs a look)."""
+        for process in self.processes.values():
+            if process.wake_w is not None and not wake_mod.poke(process.wake_w):
+                wake_mod.close(process.wake_w)  # the member is gone
+                process.wake_w = None
 
     def wake_in(self, seconds: float) -> None:
         at = time.time() + max(0.0, seconds)

@@ -12,11 +12,13 @@ import json
 from collections.abc import Iterator
 from pathlib import Path
 
+import psutil
 import pytest
 
 from teamd.layout import Workspace
 from teamd.scripted import ScriptedServer
 from tests.harness import cli, lead_got, member, running_teamd, send_to_lead, tool_use, wait_until
+from tests.postgres import Cluster, database_name
 
 TEAM = "shop"
 T = 30.0
@@ -88,6 +90,32 @@ def test_a_team_runs_on_postgresql(pg_ws: Workspace, pg_url: str, server: Script
     assert f".teams/{TEAM}/logs/alice.log" in local  # the member's own stderr: host-local
     assert not [p for p in local if p.startswith((".tasks", f".teams/{TEAM}/sessions",
                                                   f".teams/{TEAM}/config.json"))], local
+
+
+def test_a_message_whose_notice_was_lost_still_wakes_its_member(
+        pg_ws: Workspace, pg_url: str, pg_cluster: Cluster, server: ScriptedServer,
+        workdir: Path) -> None:
+    """A lost connection is a lost inotify event (CONTRACT §15): teamd reconnects, reads
+    again, and every member looks at its inbox. The loss is made certain: teamd stopped
+    (SIGSTOP), every connection of the database ended, a message sent — its NOTIFY reaches
+    no one — then teamd let go on. The three-host test found an idle member left with its
+    task's message unread when the cut landed as it was sent."""
+    root = pg_ws.root
+    cli(root, "create", TEAM)
+    cli(root, "spawn", TEAM, "alice", "--prompt", "Wait for work.", "--cwd", str(workdir))
+    with running_teamd(pg_ws, server.url, store=pg_url) as daemon:
+        # idle, and its idle notice sent: from then on only a poke makes it look again
+        lead_got(pg_ws, lambda m: m["type"] == "idle_notification" and m["sender"] == "alice",
+                 "alice's idle notice", T, team=TEAM)
+        teamd = psutil.Process(daemon.pid)
+        teamd.suspend()
+        try:
+            assert pg_cluster.terminate(database_name(pg_url)) >= 1  # teamd's LISTEN too
+            cli(root, "send", TEAM, "alice", "ping from the lead")
+        finally:
+            teamd.resume()
+        lead_got(pg_ws, lambda m: m["content"] == "pong from the database",
+                 "alice's answer in the lead's inbox", T, team=TEAM)
 
 
 def _teams(status: object) -> list[dict[str, object]]:

@@ -5,6 +5,7 @@ and each call's cost, added to the team's spend in the same step.
 
 from __future__ import annotations
 
+import copy
 import logging
 import os
 import time
@@ -99,10 +100,17 @@ class Standing:
         cost_add = changes.pop("cost_add", None)
         current = self.current_task()
         charged = False
+        #: the member's `usage` as a try left it: a try the store reported lost may have
+        #: committed all the same (the connection cut after its COMMIT), and the next one
+        #: then finds it so — counted and charged once, never twice
+        landed: dict[str, Any] = {}
 
         def change(entry: Json) -> None:
             nonlocal charged
-            if cost_add:  # spent, whoever holds the roster entry now
+            if usage_add and "usage" in landed and entry.get("usage") == landed["usage"]:
+                usage_add.clear()  # counted (and charged, in the same transaction) already
+                charged = True
+            elif cost_add:  # spent, whoever holds the roster entry now
                 budget.charge(m.ws, m.team, cost_add)  # lock order: status → spend
                 charged = True
             if entry.get("pid") != os.getpid():
@@ -122,6 +130,7 @@ class Standing:
                     total[key] = int(total.get(key) or 0) + int(value or 0)
                 if cost_add is not None:
                     total["cost_usd"] = prices.add(total.get("cost_usd"), cost_add)
+                landed["usage"] = copy.deepcopy(total)
             entry["current_task"] = current
 
         def write() -> None:

@@ -145,7 +145,9 @@ def task_update(box: Toolbox, task_id: int, status: str | None = None,
                                 add_blocks=add_blocks, actor=box.member)
         started = board.claim(box.ws, box.team, box.member, task_id)
         if started is None:
-            raise ToolError(_why_not_claimable(box, task_id))
+            # an error result, not a raise: the edges just added stay, as they would on
+            # the files store (a raise undoes the whole step on PostgreSQL, CONTRACT §15)
+            return ToolResult(_why_not_claimable(box, task_id), is_error=True)
         return ToolResult(f"started {task_line(started)}", claimed=claimed)
     commits: list[str] = []
     if status == "completed" and task["status"] != "completed":

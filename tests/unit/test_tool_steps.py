@@ -1,6 +1,6 @@
 """`Toolbox.run` with a `record` on the PostgreSQL store (CONTRACT §15): a team tool's
-writes, its `tool_call` line and its recorded result are one transaction. A handler that
-raises after it wrote leaves nothing, and its error is recorded on its own; a step whose
+writes, its `tool_call` line and its recorded result are one transaction. A start refused
+after its blocker was written keeps the blocker and records why, as on files; a step whose
 commit fails (its connection cut by the server) raises, leaving neither the effect nor the
 record — in the store or in the member's session in memory. Real PostgreSQL (`pg_url`), a
 real session, the real handlers."""
@@ -46,15 +46,17 @@ def stored(ws: Workspace) -> list[dict[str, Any]]:
     return ws.store.read_session(TEAM, "alice")
 
 
-def test_a_handler_that_raises_after_writing_leaves_nothing_and_its_error_is_recorded(
+def test_a_refused_start_keeps_the_blocker_it_added_and_records_why_as_on_files(
         member: tuple[Workspace, Toolbox, Session]) -> None:
+    """TaskUpdate in_progress adding a blocker: the blocker is written, then the start is
+    refused because of it — an error result, the blocker kept, the same on either store
+    (a handler that raises leaves nothing: tests/store/test_together.py)."""
     ws, box, session = member
     first, second = (board.create(ws, TEAM, s)["id"] for s in ("first", "second"))
-    # TaskUpdate writes the blocker, then its claim fails: the task is blocked now
     result = box.run("TaskUpdate", {"task_id": second, "status": "in_progress",
                                     "add_blocked_by": [first]}, record=recorder(session))
     assert result.is_error and "blocked by #1" in result.content
-    assert board.get(ws, TEAM, second)["blocked_by"] == []  # its write rolled back
+    assert board.get(ws, TEAM, second)["blocked_by"] == [first]  # what it says is true
     assert [r["block"]["content"] for r in stored(ws)] == [result.content]
     assert session.records[-1]["block"]["content"] == result.content
     [line] = [e for e in journal(ws, TEAM) if e["event"] == "tool_call"]

@@ -57,6 +57,8 @@ def serve(root: str, team: str, name: str, pid: int) -> None:
     from mcp.server.lowlevel import Server
     from mcp.server.stdio import stdio_server
 
+    from teamd.store.errors import StoreUnreachable
+
     box = toolbox(root, team, name, pid)
     specs = served(box.kind)
     names = {spec["name"] for spec in specs}
@@ -72,9 +74,13 @@ def serve(root: str, team: str, name: str, pid: int) -> None:
             text, error = (f"unknown tool {params.name!r}; available: "
                            f"{', '.join(sorted(names))}"), True
         else:
-            result = await anyio.to_thread.run_sync(
-                box.run, params.name, dict(params.arguments or {}))
-            text, error = result.content, result.is_error
+            try:
+                result = await anyio.to_thread.run_sync(
+                    box.run, params.name, dict(params.arguments or {}))
+                text, error = result.content, result.is_error
+            except StoreUnreachable as exc:  # the step's commit: done whole, or not at all
+                text, error = (f"{exc}; it may have been done or not: look (TaskList, "
+                               "TaskGet) before calling it again"), True
         return types.CallToolResult(content=[types.TextContent(type="text", text=text)],
                                     is_error=error)
 

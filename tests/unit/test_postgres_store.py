@@ -11,6 +11,7 @@ import contextlib
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -220,6 +221,36 @@ def test_a_connection_the_server_ended_mid_pipeline_counts_as_lost(
     other = store.db.conn()
     assert not lost(psycopg.OperationalError("a statement's own trouble"), other)
     assert not other.closed
+
+
+def test_a_transaction_undone_to_break_a_deadlock_is_store_unreachable(
+        pg_url: str, hermetic: Path) -> None:
+    """Two units taking two locks in opposite orders: PostgreSQL ends one of them after
+    `deadlock_timeout`, undone whole. That one raises StoreUnreachable (nothing written,
+    try again: what a supervisor's loop and a member's retry already handle), not a raw
+    psycopg error that would end the process."""
+    store = store_at(pg_url, hermetic)
+    both = threading.Barrier(2)
+    outcome: dict[str, BaseException | None] = {}
+
+    def take(first: str, second: str) -> None:
+        try:
+            with store.db.unit(first):
+                both.wait(10)
+                with store.db.unit(second):
+                    pass
+            outcome[first] = None
+        except BaseException as exc:
+            outcome[first] = exc
+
+    threads = [threading.Thread(target=take, args=order) for order in (("a", "b"), ("b", "a"))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    errors = [e for e in outcome.values() if e is not None]
+    assert len(outcome) == 2 and len(errors) == 1, outcome
+    assert isinstance(errors[0], StoreUnreachable) and "40P01" in str(errors[0])
 
 
 def _nest(url: str, root: Path, roster_first: bool, rounds: int, go: object) -> int:

@@ -80,6 +80,16 @@ def lost(exc: BaseException, conn: Any) -> bool:
     return bool(gone)
 
 
+def undone(exc: psycopg.OperationalError) -> Exception:
+    """What to raise for `exc`, a connection's trouble that is not its loss: a transaction
+    the server undid to break a deadlock (or a serialization failure) is StoreUnreachable —
+    nothing of it was written, and trying again is right — anything else as it is."""
+    if (exc.sqlstate or "").startswith("40"):  # class 40: transaction rollback
+        return StoreUnreachable(f"the store undid a transaction ({exc.sqlstate}: "
+                                f"{str(exc).splitlines()[0]}); nothing of it was written")
+    return exc
+
+
 class _Thread(threading.local):
     pid = 0
     conn: Any = None
@@ -305,7 +315,7 @@ class Db:
         except psycopg.OperationalError as exc:
             if lost(exc, conn):  # the server went away: one line, exit 1
                 raise explain(exc, self.url) from None
-            raise
+            raise undone(exc) from None
         except psycopg.Error as exc:
             if exc.sqlstate == schema.STALE_LEASE:
                 self.fenced_out = True
@@ -368,7 +378,7 @@ class Db:
         except psycopg.OperationalError as exc:  # raised at the pipeline's sync
             if lost(exc, conn):
                 raise explain(exc, self.url) from None
-            raise
+            raise undone(exc) from None
         if local.wrote:
             crashpoints.after(what, self.crash_path)
 

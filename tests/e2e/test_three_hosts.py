@@ -41,6 +41,7 @@ from tests.postgres import Cluster
 
 TEAM = "farm"
 FULL = os.environ.get("TEAMD_HOSTS") == "full"
+pytestmark = pytest.mark.timeout(2400 if FULL else 300)
 
 
 @dataclass(frozen=True)
